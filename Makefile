@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   install everything, then run the main job (load the library, check and time the ops)
+#   make test   install everything, then run the test suite
+# Everything goes into a virtual environment (.venv) with torch==$(TORCH_VERSION) (a CPU build; a bare
+# `torch` would pull gigabytes of CUDA packages). The library is built as a wheel against that torch
+# (--no-build-isolation) and installed from it, so tests exercise what users install.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DEPS := $(VENV)/.deps-$(TORCH_VERSION)
+PYTEST_ARGS ?=
+
+.PHONY: demo test install wheel bench clean
+
+$(DEPS):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet "torch==$(TORCH_VERSION)" ninja pytest numpy expecttest setuptools wheel
+	touch $@
+
+wheel: $(DEPS)
+	rm -rf dist
+	$(PIP) wheel --no-build-isolation --no-deps --wheel-dir dist .
+
+install: wheel
+	$(PIP) install --quiet --force-reinstall --no-deps dist/yirage_ext-*.whl
+
+demo: install
+	cd examples && ../$(PY) demo.py
+
+test: install
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+bench: install
+	$(PY) benchmarks/bench_rms_norm.py
+
+clean:
+	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json

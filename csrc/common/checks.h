@@ -1,0 +1,56 @@
+// Argument checks shared by every op and every backend (glue code only: includes ATen).
+//
+// Messages follow one shape: "yirage.<op>: <arg> must <expectation>, got <what was given>".
+// Wrong dtypes raise TypeError, wrong shapes and values ValueError, device mismatches RuntimeError.
+// Size comparisons go through SymInt so the same checks run in the Meta kernels under torch.compile
+// with dynamic shapes (a symbolic comparison becomes a deferred runtime assert, not a guard).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+
+namespace yirage {
+
+inline bool is_supported_float(at::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble;
+}
+
+inline void check_defined(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK_VALUE(t.defined(), "yirage.", op, ": ", arg, " must be a tensor, got an undefined tensor");
+}
+
+inline void check_float(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK_TYPE(is_supported_float(t.scalar_type()), "yirage.", op, ": ", arg,
+                   " must have dtype float32, float16, bfloat16 or float64, got ", t.scalar_type());
+}
+
+inline void check_same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                             const at::Tensor& ref) {
+  TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), "yirage.", op, ": ", arg, " must have the dtype of ",
+                   ref_arg, " (", ref.scalar_type(), "), got ", t.scalar_type());
+}
+
+inline void check_same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                              const at::Tensor& ref) {
+  TORCH_CHECK(t.device() == ref.device(), "yirage.", op, ": ", arg, " must be on the device of ", ref_arg,
+              " (", ref.device(), "), got ", t.device());
+}
+
+inline void check_same_shape(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
+                             const at::Tensor& ref) {
+  bool same = t.dim() == ref.dim();
+  for (int64_t d = 0; same && d < t.dim(); ++d) {
+    same = t.sym_size(d).sym_eq(ref.sym_size(d)).expect_true(__FILE__, __LINE__);
+  }
+  TORCH_CHECK_VALUE(same, "yirage.", op, ": ", arg, " must have the shape of ", ref_arg, " ", ref.sym_sizes(),
+                    ", got ", t.sym_sizes());
+}
+
+inline void check_eps(const char* op, double eps) {
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0.0, "yirage.", op,
+                    ": eps must be a finite number >= 0, got ", eps);
+}
+
+}  // namespace yirage

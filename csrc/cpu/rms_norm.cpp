@@ -1,0 +1,127 @@
+// CPU glue for rms_norm, fused_add_rms_norm and rms_norm_backward: checks, row views, thread split.
+// The kernels (kernels/cpu/rms_norm.h) are vectorized per ISA and chosen at run time.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <tuple>
+
+#include "common/rows.h"
+#include "kernels/cpu/rms_norm.h"
+#include "ops/rms_norm.h"
+
+namespace yirage {
+namespace {
+
+namespace k = kernels::cpu;
+
+k::DType kernel_dtype(const char* op, at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return k::DType::f32;
+    case at::kHalf: return k::DType::f16;
+    case at::kBFloat16: return k::DType::bf16;
+    case at::kDouble: return k::DType::f64;
+    default: TORCH_CHECK_TYPE(false, "yirage.", op, ": no CPU kernel for dtype ", t);
+  }
+}
+
+// Rows per task: enough work (~32K elements) to be worth a thread.
+int64_t grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(cols, 1)); }
+
+// Runs fn(begin, end) over rows in parallel and raises if any call returned an error status.
+template <typename Fn>
+void for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
+  std::atomic<int> status{0};
+  at::parallel_for(0, rows, grain(cols), [&](int64_t begin, int64_t end) {
+    const k::Status s = fn(begin, end);
+    if (s != k::Status::ok) status.store(static_cast<int>(s));
+  });
+  TORCH_CHECK(status.load() == 0, "yirage.", op, ": CPU kernel failed with status ", status.load());
+}
+
+std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& x, const at::Tensor* residual,
+                                           const std::optional<at::Tensor>& weight, double eps) {
+  check_rms_norm(op, x, weight, eps, residual);
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  if (x.numel() == 0) return {y, h};
+  const Rows xr = as_rows(x);
+  const Rows rr = residual ? as_rows(*residual) : Rows{};
+  const at::Tensor w = weight.has_value() && weight->defined() ? weight->contiguous() : at::Tensor();
+  k::RmsNormForward p;
+  p.x = xr.tensor.const_data_ptr();
+  p.x_stride = xr.stride;
+  p.residual = residual ? rr.tensor.const_data_ptr() : nullptr;
+  p.residual_stride = rr.stride;
+  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+  p.out = y.data_ptr();
+  p.residual_out = residual ? h.data_ptr() : nullptr;
+  p.cols = x.size(-1);
+  p.rows = x.numel() / p.cols;
+  p.eps = eps;
+  p.dtype = kernel_dtype(op, x.scalar_type());
+  for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
+  return {y, h};
+}
+
+at::Tensor rms_norm_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+  return std::get<0>(forward("rms_norm", x, nullptr, weight, eps));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_cpu(const at::Tensor& x, const at::Tensor& residual,
+                                                          const std::optional<at::Tensor>& weight, double eps) {
+  return forward("fused_add_rms_norm", x, &residual, weight, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x,
+                                                         const std::optional<at::Tensor>& weight, double eps,
+                                                         const std::optional<at::Tensor>& grad_add,
+                                                         bool weight_grad) {
+  const char* op = "rms_norm_backward";
+  check_rms_norm_backward(grad_out, x, weight, eps, grad_add);
+  const int64_t cols = x.size(-1);
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  const bool has_add = grad_add.has_value() && grad_add->defined();
+  // fp32 partial sums of the weight gradient, one row per thread (fp64 for fp64 inputs)
+  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor dw_acc = weight_grad ? at::zeros({at::get_num_threads(), cols}, x.options().dtype(acc_type))
+                                  : at::Tensor();
+  if (x.numel() > 0) {
+    const Rows xr = as_rows(x), gr = as_rows(grad_out);
+    const Rows ar = has_add ? as_rows(*grad_add) : Rows{};
+    const at::Tensor w = weight.has_value() && weight->defined() ? weight->contiguous() : at::Tensor();
+    k::RmsNormBackward p;
+    p.grad_out = gr.tensor.const_data_ptr();
+    p.grad_out_stride = gr.stride;
+    p.x = xr.tensor.const_data_ptr();
+    p.x_stride = xr.stride;
+    p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+    p.grad_add = has_add ? ar.tensor.const_data_ptr() : nullptr;
+    p.grad_add_stride = ar.stride;
+    p.grad_x = dx.data_ptr();
+    p.rows = x.numel() / cols;
+    p.cols = cols;
+    p.eps = eps;
+    p.dtype = kernel_dtype(op, x.scalar_type());
+    for_rows(op, p.rows, cols, [&](int64_t b, int64_t e) {
+      k::RmsNormBackward q = p;
+      q.weight_grad_acc = weight_grad ? dw_acc[at::get_thread_num()].data_ptr() : nullptr;
+      return k::rms_norm_backward(q, b, e);
+    });
+  }
+  at::Tensor dw = weight_grad ? dw_acc.sum(0).to(x.scalar_type()) : at::empty({0}, x.options());
+  return {dx, dw};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(yirage, CPU, m) {
+  m.impl("rms_norm", &rms_norm_cpu);
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_cpu);
+  m.impl("rms_norm_backward", &rms_norm_backward_cpu);
+}
+
+}  // namespace yirage

@@ -1,0 +1,24 @@
+// Runtime CPU-feature dispatch for the CPU kernels (torch-free).
+//
+// One build runs everywhere: each kernel body is compiled once per instruction set in the same
+// translation unit (see target.h) and the variant is chosen at run time from what the CPU supports.
+// The choice can be narrowed (never widened past what the CPU has) with the environment variable
+// YIRAGE_CPU_ISA=generic|avx2|avx512, read once, or with set_isa() at run time (tests use it to check
+// every variant on one machine).
+#pragma once
+
+namespace yirage::kernels::cpu {
+
+enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+// Parses "generic", "avx2", "avx512"; returns false for anything else.
+bool parse_isa(const char* name, Isa* out);
+// The widest variant this CPU (and OS) supports, ignoring any override.
+Isa best_isa();
+// The variant kernels use now: best_isa(), narrowed by YIRAGE_CPU_ISA or set_isa().
+Isa active_isa();
+// Selects a variant; returns false (and changes nothing) if the CPU does not support it.
+bool set_isa(Isa isa);
+
+}  // namespace yirage::kernels::cpu

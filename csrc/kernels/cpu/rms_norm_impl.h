@@ -1,0 +1,166 @@
+// The RMSNorm row loops, written once over a vector type V (W lanes of V::acc_t). No include guard:
+// rms_norm_kernel.cpp includes this once per ISA, each time inside that ISA's namespace, after the
+// matching vec_*.h. See rms_norm.h for the algorithm.
+
+template <typename V, typename T>
+inline V load_n(const T* p, int64_t n) {  // n < W elements, rest zero
+  T buf[V::W] = {};
+  std::memcpy(buf, p, size_t(n) * sizeof(T));
+  return V::load(buf);
+}
+
+template <typename V, typename T>
+inline void store_n(const V& v, T* p, int64_t n) {
+  T buf[V::W];
+  v.store(buf);
+  std::memcpy(p, buf, size_t(n) * sizeof(T));
+}
+
+// sum of squares of one row
+template <typename V, typename T>
+inline typename V::acc_t sum_squares(const T* x, int64_t n) {
+  constexpr int W = V::W;
+  V a0 = V::zero(), a1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    V v0 = V::load(x + i), v1 = V::load(x + i + W);
+    a0 = V::fma(v0, v0, a0);
+    a1 = V::fma(v1, v1, a1);
+  }
+  for (; i + W <= n; i += W) { V v = V::load(x + i); a0 = V::fma(v, v, a0); }
+  if (i < n) { V v = load_n<V>(x + i, n - i); a1 = V::fma(v, v, a1); }
+  return (a0 + a1).sum();
+}
+
+// h = x + r rounded to T, written out; returns the sum of squares of the rounded h
+template <typename V, typename T>
+inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n) {
+  constexpr int W = V::W;
+  V acc = V::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    (V::load(x + i) + V::load(r + i)).store(h + i);
+    V v = V::load(h + i);
+    acc = V::fma(v, v, acc);
+  }
+  if (i < n) {
+    store_n(load_n<V>(x + i, n - i) + load_n<V>(r + i, n - i), h + i, n - i);
+    V v = load_n<V>(h + i, n - i);
+    acc = V::fma(v, v, acc);
+  }
+  return acc.sum();
+}
+
+template <typename V, typename T, bool kWeight>
+inline void scale_row(const T* src, const T* w, typename V::acc_t rstd, T* y, int64_t n) {
+  constexpr int W = V::W;
+  const V s = V::set1(rstd);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    V v = V::load(src + i) * s;
+    if (kWeight) v = v * V::load(w + i);
+    v.store(y + i);
+  }
+  if (i < n) {
+    V v = load_n<V>(src + i, n - i) * s;
+    if (kWeight) v = v * load_n<V>(w + i, n - i);
+    store_n(v, y + i, n - i);
+  }
+}
+
+template <typename V, typename T>
+Status forward_rows(const RmsNormForward& p, int64_t begin, int64_t end) {
+  using acc_t = typename V::acc_t;
+  const int64_t n = p.cols;
+  const T* w = static_cast<const T*>(p.weight);
+  for (int64_t row = begin; row < end; ++row) {
+    const T* src = static_cast<const T*>(p.x) + row * p.x_stride;
+    acc_t ss;
+    if (p.residual != nullptr) {
+      T* h = static_cast<T*>(p.residual_out) + row * n;
+      ss = add_sum_squares<V>(src, static_cast<const T*>(p.residual) + row * p.residual_stride, h, n);
+      src = h;
+    } else {
+      ss = sum_squares<V>(src, n);
+    }
+    const acc_t rstd = acc_t(1) / std::sqrt(ss / acc_t(n) + acc_t(p.eps));
+    T* y = static_cast<T*>(p.out) + row * n;
+    if (w != nullptr) scale_row<V, T, true>(src, w, rstd, y, n);
+    else scale_row<V, T, false>(src, w, rstd, y, n);
+  }
+  return Status::ok;
+}
+
+template <typename V, typename T>
+Status backward_rows(const RmsNormBackward& p, int64_t begin, int64_t end) {
+  using acc_t = typename V::acc_t;
+  constexpr int W = V::W;
+  const int64_t n = p.cols;
+  const T* w = static_cast<const T*>(p.weight);
+  acc_t* dw = static_cast<acc_t*>(p.weight_grad_acc);
+  acc_t wbuf[W], dwbuf[W];
+  for (int64_t row = begin; row < end; ++row) {
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* g = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
+    const T* ga = p.grad_add ? static_cast<const T*>(p.grad_add) + row * p.grad_add_stride : nullptr;
+    T* dx = static_cast<T*>(p.grad_x) + row * n;
+    const acc_t rstd = acc_t(1) / std::sqrt(sum_squares<V>(x, n) / acc_t(n) + acc_t(p.eps));
+
+    // dot = sum(g * w * x)
+    V dot = V::zero();
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      V gw = V::load(g + i);
+      if (w) gw = gw * V::load(w + i);
+      dot = V::fma(gw, V::load(x + i), dot);
+    }
+    if (i < n) {
+      V gw = load_n<V>(g + i, n - i);
+      if (w) gw = gw * load_n<V>(w + i, n - i);
+      dot = V::fma(gw, load_n<V>(x + i, n - i), dot);
+    }
+    // dx = rstd * g * w - x * rstd^3 * dot / n   (+ grad_add);   dw += g * x * rstd
+    const V vr = V::set1(rstd);
+    const V vc = V::set1(rstd * rstd * rstd * dot.sum() / acc_t(n));
+    for (i = 0; i < n; i += W) {
+      const int64_t m = n - i < W ? n - i : W;
+      const bool full = m == W;
+      V gv = full ? V::load(g + i) : load_n<V>(g + i, m);
+      V xv = full ? V::load(x + i) : load_n<V>(x + i, m);
+      V gw = gv;
+      if (w) gw = gw * (full ? V::load(w + i) : load_n<V>(w + i, m));
+      V d = gw * vr - xv * vc;
+      if (ga) d = d + (full ? V::load(ga + i) : load_n<V>(ga + i, m));
+      if (full) d.store(dx + i); else store_n(d, dx + i, m);
+      if (dw) {
+        if (full) {
+          V::fma(gv * xv, vr, V::load(dw + i)).store(dw + i);
+        } else {
+          std::memcpy(wbuf, dw + i, size_t(m) * sizeof(acc_t));
+          V::fma(gv * xv, vr, V::load(wbuf)).store(dwbuf);
+          std::memcpy(dw + i, dwbuf, size_t(m) * sizeof(acc_t));
+        }
+      }
+    }
+  }
+  return Status::ok;
+}
+
+// The dtype switch of this ISA for the half and single types (fp64 goes to the generic double path).
+inline Status forward_dispatch(const RmsNormForward& p, int64_t begin, int64_t end) {
+  switch (p.dtype) {
+    case DType::f32: return forward_rows<Vec, float>(p, begin, end);
+    case DType::f16: return forward_rows<Vec, f16>(p, begin, end);
+    case DType::bf16: return forward_rows<Vec, bf16>(p, begin, end);
+    default: return Status::unsupported_dtype;
+  }
+}
+
+inline Status backward_dispatch(const RmsNormBackward& p, int64_t begin, int64_t end) {
+  switch (p.dtype) {
+    case DType::f32: return backward_rows<Vec, float>(p, begin, end);
+    case DType::f16: return backward_rows<Vec, f16>(p, begin, end);
+    case DType::bf16: return backward_rows<Vec, bf16>(p, begin, end);
+    default: return Status::unsupported_dtype;
+  }
+}

@@ -1,0 +1,27 @@
+"""yirage_ext: portable fused LLM operators for PyTorch.
+
+Importing the package registers the ops with the PyTorch dispatcher (``torch.ops.yirage.*``), using the
+prebuilt native library when it matches the installed torch and a JIT build of the packaged sources
+otherwise. ``yirage_ext.load_info()`` says which.
+"""
+from ._version import __version__
+from ._loader import LoadInfo, load as _load
+
+_load()
+
+from .ops import fused_add_rms_norm, rms_norm  # noqa: E402
+
+
+def load_info() -> LoadInfo:
+    """How the native library was loaded: kind ("prebuilt" or "jit"), path, reason, cache dir, config."""
+    return _load()
+
+
+def cpu_isa() -> str:
+    """The CPU kernel variant in use: "generic", "avx2" or "avx512" (YIRAGE_CPU_ISA narrows it)."""
+    from ._loader import native_module
+
+    return native_module().cpu_isa()
+
+
+__all__ = ["__version__", "LoadInfo", "load_info", "cpu_isa", "rms_norm", "fused_add_rms_norm"]

@@ -1,0 +1,123 @@
+"""What the native library is built from and with: the one place setup.py and the JIT loader share.
+
+Imported by setup.py straight from its file (before the package is installed), so it imports
+nothing but the standard library and torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+# Sources with these suffixes are compiled; headers are only hashed.
+CPP_SUFFIXES = (".cpp",)
+CUDA_SUFFIXES = (".cu",)
+OBJC_SUFFIXES = (".mm",)
+SOURCE_SUFFIXES = CPP_SUFFIXES + CUDA_SUFFIXES + OBJC_SUFFIXES + (".h", ".cuh", ".hpp")
+
+
+def env_flag(name: str) -> bool:
+    """True when an environment variable is set to 1/true/yes/on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def package_csrc_dir(package_dir: str) -> str:
+    """The C++ sources: shipped inside the package (`_csrc`), or the checkout's `csrc/`."""
+    packaged = os.path.join(package_dir, "_csrc")
+    if os.path.isdir(packaged):
+        return packaged
+    return os.path.join(os.path.dirname(package_dir), "csrc")
+
+
+def sources(csrc: str, with_cuda: bool, python_module: bool = True) -> list[str]:
+    """Translation units of the library, sorted. CUDA (.cu) only with_cuda; Objective-C++ (.mm) only
+    on macOS; the Python module init only for the Python extension (not for LibTorch builds)."""
+    out = []
+    for dirpath, _, files in os.walk(csrc):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, csrc)
+            if f.endswith(CPP_SUFFIXES):
+                if rel.startswith("python" + os.sep) and not python_module:
+                    continue
+                if rel.startswith("cuda" + os.sep) and not with_cuda:
+                    continue  # .cpp glue that needs CUDA headers lives next to the .cu files
+                out.append(path)
+            elif f.endswith(CUDA_SUFFIXES) and with_cuda:
+                out.append(path)
+            elif f.endswith(OBJC_SUFFIXES) and sys.platform == "darwin":
+                out.append(path)
+    return sorted(out)
+
+
+def has_cuda_sources(csrc: str) -> bool:
+    return any(p.endswith(CUDA_SUFFIXES) for p in sources(csrc, with_cuda=True))
+
+
+def want_cuda(csrc: str) -> tuple[bool, str]:
+    """Whether to build the CUDA (or, on a ROCm torch, HIP) kernels, and why."""
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME
+
+    if env_flag("YIRAGE_EXT_DISABLE_CUDA"):
+        return False, "YIRAGE_EXT_DISABLE_CUDA=1"
+    if not has_cuda_sources(csrc):
+        return False, "no CUDA sources in this version"
+    if torch.version.hip is not None:
+        return (ROCM_HOME is not None), ("ROCm torch" if ROCM_HOME else "ROCm torch but no ROCm toolkit found")
+    if torch.version.cuda is None:
+        return False, "torch is a CPU-only build"
+    if CUDA_HOME is None:
+        return False, "no CUDA toolkit found (set CUDA_HOME)"
+    if env_flag("YIRAGE_EXT_FORCE_CUDA") or torch.cuda.is_available():
+        return True, "CUDA torch and toolkit"
+    # A CUDA torch and toolkit without a GPU (a build machine): build too, kernels are checked there.
+    return True, "CUDA torch and toolkit (no GPU visible)"
+
+
+def cxx_flags(with_cuda: bool) -> list[str]:
+    flags = ["-O3", "-std=c++20", "-g0"]  # -g0: setuptools adds -g from sysconfig (a 14 MB library)
+    if sys.platform.startswith("linux"):
+        # at::parallel_for's OpenMP loop is inlined into our code; the GOMP symbols resolve against
+        # the OpenMP runtime torch already loaded (no -fopenmp at link time: one thread pool).
+        flags.append("-fopenmp")
+    if with_cuda:
+        flags.append("-DYIRAGE_WITH_CUDA")
+    return flags
+
+
+def nvcc_flags() -> list[str]:
+    return ["-O3", "-std=c++20", "--expt-relaxed-constexpr", "-DYIRAGE_WITH_CUDA"]
+
+
+def ld_flags() -> list[str]:
+    return []
+
+
+def sources_hash(csrc: str) -> str:
+    """sha256 over every source and header (relative path and bytes)."""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(csrc):
+        dirs.sort()
+        for f in sorted(files):
+            if not f.endswith(SOURCE_SUFFIXES):
+                continue
+            path = os.path.join(dirpath, f)
+            h.update(os.path.relpath(path, csrc).replace(os.sep, "/").encode())
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def torch_identity() -> dict:
+    """What a binary built against torch depends on; a prebuilt _C must match all of it."""
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", ""),
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        "python": "%d.%d" % sys.version_info[:2],
+    }

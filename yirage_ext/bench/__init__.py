@@ -1,0 +1,1 @@
+"""Comparison framework: providers, accuracy checker, profiler, CLI (grows with every op)."""

@@ -1,0 +1,29 @@
+"""Public Python functions: thin, typed wrappers over ``torch.ops.yirage.*`` (the dispatcher picks the
+backend from the tensors' device; autograd and torch.compile work through the ops themselves)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6) -> Tensor:
+    """RMSNorm over the last dim: ``x / sqrt(mean(x**2, -1) + eps) * weight``, fp32 accumulation.
+
+    Shapes: x ``(..., N)``; weight ``(N,)`` or None; returns ``(..., N)`` (contiguous), x's dtype.
+    dtypes: float32, float16, bfloat16 (float64 on CPU); weight has x's dtype. Differentiable in x and weight.
+    """
+    return torch.ops.yirage.rms_norm(x, weight, eps)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6
+) -> Tuple[Tensor, Tensor]:
+    """Pre-norm residual step in one pass: ``h = x + residual``, returns ``(rms_norm(h, weight, eps), h)``.
+
+    ``h`` is rounded to the input dtype before the norm, exactly as the unfused code does.
+    Shapes: x and residual ``(..., N)``; weight ``(N,)`` or None; both outputs ``(..., N)``.
+    Differentiable in x, residual and weight.
+    """
+    return torch.ops.yirage.fused_add_rms_norm(x, residual, weight, eps)
