@@ -9,6 +9,7 @@
 #include <atomic>
 #include <tuple>
 
+#include "common/cpu_memory.h"
 #include "common/rows.h"
 #include "kernels/cpu/rms_norm.h"
 #include "ops/rms_norm.h"
@@ -48,6 +49,8 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& x, 
   at::Tensor y = at::empty(x.sizes(), x.options());
   at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
   if (x.numel() == 0) return {y, h};
+  advise_huge_pages(y);
+  if (residual) advise_huge_pages(h);
   const Rows xr = as_rows(x);
   const Rows rr = residual ? as_rows(*residual) : Rows{};
   const at::Tensor w = weight.has_value() && weight->defined() ? weight->contiguous() : at::Tensor();
@@ -84,6 +87,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
   check_rms_norm_backward(grad_out, x, weight, eps, grad_add);
   const int64_t cols = x.size(-1);
   at::Tensor dx = at::empty(x.sizes(), x.options());
+  advise_huge_pages(dx);
   const bool has_add = grad_add.has_value() && grad_add->defined();
   // fp32 partial sums of the weight gradient, one row per thread (fp64 for fp64 inputs)
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
