@@ -27,7 +27,7 @@ install: wheel
 	$(PIP) install --quiet --force-reinstall --no-deps dist/yirage_ext-*.whl
 
 demo: install
-	cd examples && ../$(PY) demo.py
+	$(PY) examples/demo.py
 
 test: install
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)

@@ -55,24 +55,31 @@ def has_cuda_sources(csrc: str) -> bool:
 
 
 def want_cuda(csrc: str) -> tuple[bool, str]:
-    """Whether to build the CUDA (or, on a ROCm torch, HIP) kernels, and why."""
+    """Whether to build the CUDA (or, on a ROCm torch, HIP) kernels, and why. With
+    YIRAGE_EXT_FORCE_CUDA=1 a build that cannot include them is an error instead of a CPU-only build."""
+    ok, why = _cuda_decision(csrc)
+    if not ok and env_flag("YIRAGE_EXT_FORCE_CUDA") and not env_flag("YIRAGE_EXT_DISABLE_CUDA"):
+        raise RuntimeError(f"yirage_ext: YIRAGE_EXT_FORCE_CUDA=1 but the CUDA kernels cannot be built: {why}")
+    return ok, why
+
+
+def _cuda_decision(csrc: str) -> tuple[bool, str]:
     import torch
-    from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME
 
     if env_flag("YIRAGE_EXT_DISABLE_CUDA"):
         return False, "YIRAGE_EXT_DISABLE_CUDA=1"
+    if torch.version.cuda is None and torch.version.hip is None:
+        return False, "torch is a CPU-only build"
     if not has_cuda_sources(csrc):
         return False, "no CUDA sources in this version"
+    from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME  # imports setuptools: only when needed
+
     if torch.version.hip is not None:
         return (ROCM_HOME is not None), ("ROCm torch" if ROCM_HOME else "ROCm torch but no ROCm toolkit found")
-    if torch.version.cuda is None:
-        return False, "torch is a CPU-only build"
     if CUDA_HOME is None:
         return False, "no CUDA toolkit found (set CUDA_HOME)"
-    if env_flag("YIRAGE_EXT_FORCE_CUDA") or torch.cuda.is_available():
-        return True, "CUDA torch and toolkit"
-    # A CUDA torch and toolkit without a GPU (a build machine): build too, kernels are checked there.
-    return True, "CUDA torch and toolkit (no GPU visible)"
+    # Without a visible GPU (a build machine) the kernels are built too.
+    return True, "CUDA torch and toolkit" + ("" if torch.cuda.is_available() else " (no GPU visible)")
 
 
 def cxx_flags(with_cuda: bool) -> list[str]:
