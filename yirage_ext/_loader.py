@@ -52,6 +52,14 @@ def _ops_registered() -> bool:
     return bool(torch._C._jit_get_schemas_for_operator("yirage::rms_norm"))
 
 
+def _refuse_second_copy() -> None:
+    """Loading a second copy of the library would abort the process (a second TORCH_LIBRARY(yirage)
+    throws from a static initializer, inside dlopen): raise instead, before loading anything."""
+    if _ops_registered():
+        raise RuntimeError("yirage_ext: the yirage ops are already registered in this process by another copy of "
+                           "the library (a second TORCH_LIBRARY(yirage) is an error); import only one yirage_ext")
+
+
 def prebuilt_problem(package_dir: str = _PACKAGE_DIR) -> str | None:
     """Why the prebuilt _C cannot be used (None when it can). Decided before loading it."""
     if cfg.env_flag("YIRAGE_EXT_FORCE_JIT"):
@@ -65,6 +73,8 @@ def prebuilt_problem(package_dir: str = _PACKAGE_DIR) -> str | None:
             record = json.load(f)
     except (OSError, ValueError) as e:
         return f"the prebuilt _C has no readable build record ({record_path}: {e})"
+    if not isinstance(record, dict):
+        return f"the prebuilt _C has no readable build record ({record_path}: not a JSON object)"
     mismatches = [
         f"{k} {record.get(k)!r} (installed: {v!r})" for k, v in cfg.torch_identity().items() if record.get(k) != v
     ]
@@ -162,6 +172,7 @@ def _build(config: dict, final_dir: str):
 
 
 def _jit_load(reason: str) -> LoadInfo:
+    _refuse_second_copy()  # also when called after the prebuilt library was loaded
     if cfg.env_flag("YIRAGE_EXT_NO_JIT"):
         raise ImportError(f"yirage_ext: cannot use the prebuilt library ({reason}) and YIRAGE_EXT_NO_JIT=1 "
                           "forbids compiling it; reinstall yirage_ext against the installed torch")
@@ -196,9 +207,7 @@ def load() -> LoadInfo:
     global _info, _module
     if _info is not None:
         return _info
-    if _ops_registered():
-        raise RuntimeError("yirage_ext: the yirage ops are already registered in this process by another copy of "
-                           "the library (a second TORCH_LIBRARY(yirage) is an error); import only one yirage_ext")
+    _refuse_second_copy()
     reason = prebuilt_problem()
     if reason is None:
         _module = importlib.import_module("yirage_ext._C")
