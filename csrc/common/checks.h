@@ -13,6 +13,26 @@
 
 namespace yirage {
 
+// The name a PyTorch user writes (torch.<name>), not c10's ("Long", "Float").
+inline const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kDouble: return "float64";
+    case at::kBool: return "bool";
+    case at::kByte: return "uint8";
+    case at::kChar: return "int8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
+    case at::kComplexHalf: return "complex32";
+    default: return c10::toString(t);
+  }
+}
+
 inline bool is_supported_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble;
 }
@@ -23,13 +43,13 @@ inline void check_defined(const char* op, const char* arg, const at::Tensor& t) 
 
 inline void check_float(const char* op, const char* arg, const at::Tensor& t) {
   TORCH_CHECK_TYPE(is_supported_float(t.scalar_type()), "yirage.", op, ": ", arg,
-                   " must have dtype float32, float16, bfloat16 or float64, got ", t.scalar_type());
+                   " must have dtype float32, float16, bfloat16 or float64, got ", dtype_name(t.scalar_type()));
 }
 
 inline void check_same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,
                              const at::Tensor& ref) {
   TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), "yirage.", op, ": ", arg, " must have the dtype of ",
-                   ref_arg, " (", ref.scalar_type(), "), got ", t.scalar_type());
+                   ref_arg, " (", dtype_name(ref.scalar_type()), "), got ", dtype_name(t.scalar_type()));
 }
 
 inline void check_same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_arg,

@@ -25,7 +25,7 @@ k::DType kernel_dtype(const char* op, at::ScalarType t) {
     case at::kHalf: return k::DType::f16;
     case at::kBFloat16: return k::DType::bf16;
     case at::kDouble: return k::DType::f64;
-    default: TORCH_CHECK_TYPE(false, "yirage.", op, ": no CPU kernel for dtype ", t);
+    default: TORCH_CHECK_TYPE(false, "yirage.", op, ": no CPU kernel for dtype ", dtype_name(t));
   }
 }
 
