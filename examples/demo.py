@@ -33,8 +33,13 @@ def main():
     info = yirage_ext.load_info()
     print(f"yirage_ext {yirage_ext.__version__} with torch {torch.__version__}")
     print(f"library: {info.kind} ({info.path})" + (f"\n  JIT because: {info.reason}" if info.reason else ""))
-    cuda = (f"available ({torch.cuda.get_device_name()})" if torch.cuda.is_available()
-            else "not available" + (" (torch is a CPU build)" if torch.version.cuda is None else ""))
+    if not torch._C._dispatch_has_kernel_for_dispatch_key("yirage::rms_norm", "CUDA"):
+        cuda = "no yirage CUDA kernels in this build" + (
+            f" (GPU present: {torch.cuda.get_device_name()})" if torch.cuda.is_available() else "")
+    elif torch.cuda.is_available():
+        cuda = f"available ({torch.cuda.get_device_name()})"
+    else:
+        cuda = "compiled in, no GPU visible"
     print(f"backends: cpu (kernel variant {yirage_ext.cpu_isa()}, {torch.get_num_threads()} threads); cuda: {cuda}")
     print()
     print(f"{'op':20s} {'shape':>11s} {'dtype':9s} {'max abs err':>11s} {'max rel':>9s} {'ok':>3s} "
