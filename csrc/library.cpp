@@ -14,4 +14,8 @@ TORCH_LIBRARY(yirage, m) {
         " -> (Tensor, Tensor)", tags);
   m.def("rms_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, float eps=1e-06,"
         " Tensor? grad_add=None, bool weight_grad=True) -> (Tensor grad_x, Tensor grad_weight)", tags);
+  m.def("layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor", tags);
+  m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, float eps=1e-05,"
+        " bool weight_grad=True, bool bias_grad=True) -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)",
+        tags);
 }

@@ -12,19 +12,15 @@ from torch.library import opcheck
 
 import yirage_ext
 from yirage_ext.testing.inputs import rms_norm_inputs
-from yirage_ext.testing.reference import TOLERANCES, assert_close, fused_add_rms_norm_ref, rms_norm_ref
+from yirage_ext.testing.reference import assert_close, fused_add_rms_norm_ref, rms_norm_ref
+
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 # (rows, hidden): sizes 1 / odd / non-power-of-2 / larger than a vector or a cache line
 SHAPES = [(1, 1), (3, 1), (3, 8), (1, 768), (1000, 768), (3, 769), (1000, 769), (1, 5120), (3, 5125),
           (257, 5125), (3, 8192), (64, 8192)]
-# Gradients sum over rows and N terms: compared with an absolute tolerance scaled by the largest value.
-GRAD_TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
-
-
-def dtype_id(dt):
-    return str(dt).replace("torch.", "")
 
 
 def weight_of(inp, with_weight):
@@ -119,20 +115,6 @@ def test_empty(shape):
 
 
 # ------------------------------------------------------------------------------------------ gradients
-
-
-def reference_grads(fn_ref, inputs, grads_out):
-    leaves = [t.detach().double().requires_grad_(t.requires_grad) if t is not None else None for t in inputs]
-    outs = fn_ref(*leaves)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    pairs = [(o, g) for o, g in zip(outs, grads_out) if g is not None]
-    torch.autograd.backward([o for o, _ in pairs], [g.double() for _, g in pairs])
-    return [t.grad if t is not None and t.requires_grad else None for t in leaves]
-
-
-def assert_grad_close(actual, expected, dtype, what):
-    tol = GRAD_TOL[dtype] * max(1.0, expected.abs().max().item())
-    torch.testing.assert_close(actual.double(), expected, atol=tol, rtol=GRAD_TOL[dtype], msg=lambda m: f"{what}: {m}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
@@ -282,17 +264,6 @@ def test_compile_inductor():
 
 
 # ------------------------------------------------------------------------------------------ portable kernel
-
-
-def portable(op, *args):
-    """Runs an op's PrivateUse1 (portable) kernel on CPU tensors."""
-    return op.default.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1), *args)
-
-
-def aten_ops_called(fn):
-    with torch.autograd.profiler.profile() as prof:
-        fn()
-    return {e.name for e in prof.function_events}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

@@ -27,3 +27,13 @@ def fused_add_rms_norm(
     Differentiable in x, residual and weight.
     """
     return torch.ops.yirage.fused_add_rms_norm(x, residual, weight, eps)
+
+
+def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last dim: ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance),
+    fp32 accumulation.
+
+    Shapes: x ``(..., N)``; weight and bias ``(N,)`` or None; returns ``(..., N)`` (contiguous), x's dtype.
+    Differentiable in x, weight and bias.
+    """
+    return torch.ops.yirage.layer_norm(x, weight, bias, eps)

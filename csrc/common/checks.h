@@ -68,6 +68,15 @@ inline void check_same_shape(const char* op, const char* arg, const at::Tensor& 
                     ", got ", t.sym_sizes());
 }
 
+// A per-feature parameter (weight, bias) of a norm over the last dim of x: shape (N,), x's dtype and device.
+inline void check_feature_param(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& x) {
+  check_same_dtype(op, arg, t, "x", x);
+  check_same_device(op, arg, t, "x", x);
+  TORCH_CHECK_VALUE(t.dim() == 1 && t.sym_size(0).sym_eq(x.sym_size(-1)).expect_true(__FILE__, __LINE__),
+                    "yirage.", op, ": ", arg, " must have shape (N,) = (", x.sym_size(-1),
+                    ",) to match the last dim of x, got ", t.sym_sizes());
+}
+
 inline void check_eps(const char* op, double eps) {
   TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0.0, "yirage.", op,
                     ": eps must be a finite number >= 0, got ", eps);

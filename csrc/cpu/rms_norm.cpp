@@ -1,14 +1,14 @@
 // CPU glue for rms_norm, fused_add_rms_norm and rms_norm_backward: checks, row views, thread split.
 // The kernels (kernels/cpu/rms_norm.h) are vectorized per ISA and chosen at run time.
-#include <ATen/Parallel.h>
+#include <ATen/Parallel.h>  // at::get_num_threads, at::get_thread_num
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include <atomic>
 #include <tuple>
 
+#include "common/cpu_launch.h"
 #include "common/cpu_memory.h"
 #include "common/rows.h"
 #include "kernels/cpu/rms_norm.h"
@@ -18,30 +18,6 @@ namespace yirage {
 namespace {
 
 namespace k = kernels::cpu;
-
-k::DType kernel_dtype(const char* op, at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return k::DType::f32;
-    case at::kHalf: return k::DType::f16;
-    case at::kBFloat16: return k::DType::bf16;
-    case at::kDouble: return k::DType::f64;
-    default: TORCH_CHECK_TYPE(false, "yirage.", op, ": no CPU kernel for dtype ", dtype_name(t));
-  }
-}
-
-// Rows per task: enough work (~32K elements) to be worth a thread.
-int64_t grain(int64_t cols) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(cols, 1)); }
-
-// Runs fn(begin, end) over rows in parallel and raises if any call returned an error status.
-template <typename Fn>
-void for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
-  std::atomic<int> status{0};
-  at::parallel_for(0, rows, grain(cols), [&](int64_t begin, int64_t end) {
-    const k::Status s = fn(begin, end);
-    if (s != k::Status::ok) status.store(static_cast<int>(s));
-  });
-  TORCH_CHECK(status.load() == 0, "yirage.", op, ": CPU kernel failed with status ", status.load());
-}
 
 std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& x, const at::Tensor* residual,
                                            const std::optional<at::Tensor>& weight, double eps) {
@@ -65,8 +41,8 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& x, 
   p.cols = x.size(-1);
   p.rows = x.numel() / p.cols;
   p.eps = eps;
-  p.dtype = kernel_dtype(op, x.scalar_type());
-  for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
+  p.dtype = cpu_kernel_dtype(op, x.scalar_type());
+  cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
   return {y, h};
 }
 
@@ -109,8 +85,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
     p.rows = x.numel() / cols;
     p.cols = cols;
     p.eps = eps;
-    p.dtype = kernel_dtype(op, x.scalar_type());
-    for_rows(op, p.rows, cols, [&](int64_t b, int64_t e) {
+    p.dtype = cpu_kernel_dtype(op, x.scalar_type());
+    cpu_for_rows(op, p.rows, cols, [&](int64_t b, int64_t e) {
       k::RmsNormBackward q = p;
       q.weight_grad_acc = weight_grad ? dw_acc[at::get_thread_num()].data_ptr() : nullptr;
       return k::rms_norm_backward(q, b, e);

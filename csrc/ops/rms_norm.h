@@ -23,14 +23,7 @@ inline void check_rms_norm(const char* op, const at::Tensor& x, const std::optio
     check_same_device(op, "residual", *residual, "x", x);
     check_same_shape(op, "residual", *residual, "x", x);
   }
-  if (weight.has_value() && weight->defined()) {
-    const at::Tensor& w = *weight;
-    check_same_dtype(op, "weight", w, "x", x);
-    check_same_device(op, "weight", w, "x", x);
-    TORCH_CHECK_VALUE(w.dim() == 1 && w.sym_size(0).sym_eq(x.sym_size(-1)).expect_true(__FILE__, __LINE__),
-                      "yirage.", op, ": weight must have shape (N,) = (", x.sym_size(-1),
-                      ",) to match the last dim of x, got ", w.sym_sizes());
-  }
+  if (weight.has_value() && weight->defined()) check_feature_param(op, "weight", *weight, x);
   check_eps(op, eps);
 }
 

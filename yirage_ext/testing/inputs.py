@@ -42,3 +42,21 @@ def rms_norm_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, de
     r = torch.randn(*shape, generator=gen).to(dtype=dtype, device=device)
     w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype=dtype, device=device) if weight else None
     return RmsNormInputs(x=_layout(x, layout, gen), residual=_layout(r, layout, gen), weight=w, eps=eps)
+
+
+@dataclasses.dataclass
+class LayerNormInputs:
+    x: Tensor
+    weight: Optional[Tensor]
+    bias: Optional[Tensor]
+    eps: float
+
+
+def layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, device="cpu", affine: bool = True,
+                      layout: str = "contiguous", eps: float = 1e-5, seed: int = 0) -> LayerNormInputs:
+    """x of `shape` (..., N) with a non-zero mean (so centering matters), weight around 1 and bias (N,)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(*shape, generator=gen) * 2 + 0.5).to(dtype=dtype, device=device)
+    w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype=dtype, device=device) if affine else None
+    b = torch.randn(shape[-1], generator=gen).to(dtype=dtype, device=device) if affine else None
+    return LayerNormInputs(x=_layout(x, layout, gen), weight=w, bias=b, eps=eps)

@@ -37,3 +37,14 @@ def fused_add_rms_norm_ref(x: Tensor, residual: Tensor, weight: Optional[Tensor]
     """(rms_norm(h), h) with h = x + residual rounded to the input dtype (as the unfused code does)."""
     h = (x.double() + residual.double()).to(x.dtype)
     return rms_norm_ref(h, weight, eps), h.double()
+
+
+def layer_norm_ref(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+                   eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance), in float64."""
+    xd = x.double()
+    centered = xd - xd.mean(-1, keepdim=True)
+    y = centered * torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.double()
+    return y + bias.double() if bias is not None else y

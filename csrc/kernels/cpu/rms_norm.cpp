@@ -14,6 +14,7 @@ namespace yirage::kernels::cpu {
 namespace generic {
 namespace {
 #include "vec_generic.h"
+#include "vec_util.h"
 #include "rms_norm_impl.h"
 }  // namespace
 }  // namespace generic
@@ -23,6 +24,7 @@ YR_TARGET_BEGIN(YR_AVX2_TARGET)
 namespace avx2 {
 namespace {
 #include "vec_avx2.h"
+#include "vec_util.h"
 #include "rms_norm_impl.h"
 }  // namespace
 }  // namespace avx2
@@ -32,6 +34,7 @@ YR_TARGET_BEGIN(YR_AVX512_TARGET)
 namespace avx512 {
 namespace {
 #include "vec_avx512.h"
+#include "vec_util.h"
 #include "rms_norm_impl.h"
 }  // namespace
 }  // namespace avx512

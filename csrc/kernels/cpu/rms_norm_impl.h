@@ -1,20 +1,6 @@
 // The RMSNorm row loops, written once over a vector type V (W lanes of V::acc_t). No include guard:
 // rms_norm_kernel.cpp includes this once per ISA, each time inside that ISA's namespace, after the
-// matching vec_*.h. See rms_norm.h for the algorithm.
-
-template <typename V, typename T>
-inline V load_n(const T* p, int64_t n) {  // n < W elements, rest zero
-  T buf[V::W] = {};
-  std::memcpy(buf, p, size_t(n) * sizeof(T));
-  return V::load(buf);
-}
-
-template <typename V, typename T>
-inline void store_n(const V& v, T* p, int64_t n) {
-  T buf[V::W];
-  v.store(buf);
-  std::memcpy(p, buf, size_t(n) * sizeof(T));
-}
+// matching vec_*.h and vec_util.h. See rms_norm.h for the algorithm.
 
 // sum of squares of one row
 template <typename V, typename T>

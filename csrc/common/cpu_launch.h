@@ -1,0 +1,40 @@
+// What every CPU glue file needs to call a torch-free kernel: the dtype mapping and a row-parallel
+// launcher that turns a kernel's error status into an exception naming the op.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "common/checks.h"
+#include "kernels/cpu/types.h"
+
+namespace yirage {
+
+inline kernels::cpu::DType cpu_kernel_dtype(const char* op, at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return kernels::cpu::DType::f32;
+    case at::kHalf: return kernels::cpu::DType::f16;
+    case at::kBFloat16: return kernels::cpu::DType::bf16;
+    case at::kDouble: return kernels::cpu::DType::f64;
+    default: TORCH_CHECK_TYPE(false, "yirage.", op, ": no CPU kernel for dtype ", dtype_name(t));
+  }
+}
+
+// Runs fn(begin, end) over rows on torch's intra-op threads, with enough work per task (~32K elements)
+// to be worth a thread, and raises if any call returned an error status.
+template <typename Fn>
+void cpu_for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(cols, 1));
+  std::atomic<int> status{0};
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    const kernels::cpu::Status s = fn(begin, end);
+    if (s != kernels::cpu::Status::ok) status.store(static_cast<int>(s));
+  });
+  TORCH_CHECK(status.load() == 0, "yirage.", op, ": CPU kernel failed with status ", status.load());
+}
+
+}  // namespace yirage

@@ -1,0 +1,96 @@
+// CPU glue for layer_norm and layer_norm_backward: checks, row views, thread split.
+// The kernels (kernels/cpu/layer_norm.h) are vectorized per ISA and chosen at run time.
+#include <ATen/Parallel.h>  // at::get_num_threads, at::get_thread_num
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "common/cpu_launch.h"
+#include "common/cpu_memory.h"
+#include "common/rows.h"
+#include "kernels/cpu/layer_norm.h"
+#include "ops/layer_norm.h"
+
+namespace yirage {
+namespace {
+
+namespace k = kernels::cpu;
+
+at::Tensor contiguous_or_none(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+
+at::Tensor layer_norm_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                          const std::optional<at::Tensor>& bias, double eps) {
+  const char* op = "layer_norm";
+  check_layer_norm(op, x, weight, bias, eps);
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return y;
+  advise_huge_pages(y);
+  const Rows xr = as_rows(x);
+  const at::Tensor w = contiguous_or_none(weight), b = contiguous_or_none(bias);
+  k::LayerNormForward p;
+  p.x = xr.tensor.const_data_ptr();
+  p.x_stride = xr.stride;
+  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+  p.bias = b.defined() ? b.const_data_ptr() : nullptr;
+  p.out = y.data_ptr();
+  p.cols = x.size(-1);
+  p.rows = x.numel() / p.cols;
+  p.eps = eps;
+  p.dtype = cpu_kernel_dtype(op, x.scalar_type());
+  cpu_for_rows(op, p.rows, p.cols, [&](int64_t b0, int64_t e0) { return k::layer_norm_forward(p, b0, e0); });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
+    const at::Tensor& grad_out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
+    bool weight_grad, bool bias_grad) {
+  const char* op = "layer_norm_backward";
+  check_layer_norm_backward(grad_out, x, weight, eps);
+  const int64_t cols = x.size(-1);
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  advise_huge_pages(dx);
+  // partial sums of the parameter gradients, one row per thread, in the accumulation type
+  const auto acc = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const int64_t threads = at::get_num_threads();
+  at::Tensor dw_acc = weight_grad ? at::zeros({threads, cols}, acc) : at::Tensor();
+  at::Tensor db_acc = bias_grad ? at::zeros({threads, cols}, acc) : at::Tensor();
+  if (x.numel() > 0) {
+    const Rows xr = as_rows(x), gr = as_rows(grad_out);
+    const at::Tensor w = contiguous_or_none(weight);
+    k::LayerNormBackward p;
+    p.grad_out = gr.tensor.const_data_ptr();
+    p.grad_out_stride = gr.stride;
+    p.x = xr.tensor.const_data_ptr();
+    p.x_stride = xr.stride;
+    p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+    p.grad_x = dx.data_ptr();
+    p.rows = x.numel() / cols;
+    p.cols = cols;
+    p.eps = eps;
+    p.dtype = cpu_kernel_dtype(op, x.scalar_type());
+    cpu_for_rows(op, p.rows, cols, [&](int64_t b0, int64_t e0) {
+      k::LayerNormBackward q = p;
+      q.weight_grad_acc = weight_grad ? dw_acc[at::get_thread_num()].data_ptr() : nullptr;
+      q.bias_grad_acc = bias_grad ? db_acc[at::get_thread_num()].data_ptr() : nullptr;
+      return k::layer_norm_backward(q, b0, e0);
+    });
+  }
+  const auto reduce = [&](bool wanted, const at::Tensor& partial) {
+    return wanted ? partial.sum(0).to(x.scalar_type()) : at::empty({0}, x.options());
+  };
+  return {dx, reduce(weight_grad, dw_acc), reduce(bias_grad, db_acc)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(yirage, CPU, m) {
+  m.impl("layer_norm", &layer_norm_cpu);
+  m.impl("layer_norm_backward", &layer_norm_backward_cpu);
+}
+
+}  // namespace yirage

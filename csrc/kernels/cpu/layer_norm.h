@@ -1,0 +1,46 @@
+// LayerNorm on the CPU over the last dim, forward and backward (torch-free).
+//
+// Strategy: one row at a time, kept in L1/L2 between passes. Forward: mean (pass 1), variance as the
+// mean of (x - mean)^2 (pass 2: stable, no E[x^2] - E[x]^2 cancellation), then
+// y = (x - mean) * rstd * weight + bias (pass 3); the mean is kept as x[0] + mean(x - x[0]) so a large
+// common offset does not cost digits (see layer_norm_impl.h). Backward recomputes mean and rstd, sums g*w and
+// g*w*xhat, writes dx = rstd * (g*w - sum(g*w)/N - xhat * sum(g*w*xhat)/N) and accumulates the weight
+// and bias gradients into the caller's fp32 rows of partial sums. fp32 accumulation (fp64 for fp64);
+// vectorized per ISA (isa.h); any row length. Rows [row_begin, row_end) per call, as rms_norm.h.
+#pragma once
+
+#include <cstdint>
+
+#include "types.h"
+
+namespace yirage::kernels::cpu {
+
+struct LayerNormForward {
+  const void* x = nullptr;
+  int64_t x_stride = 0;          // elements between rows of x (last dim contiguous)
+  const void* weight = nullptr;  // null or `cols` contiguous elements
+  const void* bias = nullptr;    // null or `cols` contiguous elements
+  void* out = nullptr;           // rows x cols, contiguous
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+  DType dtype = DType::f32;
+};
+
+struct LayerNormBackward {
+  const void* grad_out = nullptr;
+  int64_t grad_out_stride = 0;
+  const void* x = nullptr;
+  int64_t x_stride = 0;
+  const void* weight = nullptr;     // null: weight of ones
+  void* grad_x = nullptr;           // rows x cols, contiguous
+  void* weight_grad_acc = nullptr;  // null, or `cols` accumulators (float; double for f64), added to
+  void* bias_grad_acc = nullptr;    // null, or `cols` accumulators, added to
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+  DType dtype = DType::f32;
+};
+
+Status layer_norm_forward(const LayerNormForward& p, int64_t row_begin, int64_t row_end);
+Status layer_norm_backward(const LayerNormBackward& p, int64_t row_begin, int64_t row_end);
+
+}  // namespace yirage::kernels::cpu

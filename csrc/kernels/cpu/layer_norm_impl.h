@@ -1,0 +1,132 @@
+// The LayerNorm row loops, written once over a vector type V. No include guard: layer_norm.cpp
+// includes this once per ISA, inside that ISA's namespace, after vec_*.h and vec_util.h.
+// See layer_norm.h for the algorithm.
+
+// Zeroes lanes [m, W) of v (the zero-filled tail of a load_n, after a subtraction made them non-zero).
+template <typename V>
+inline V keep_lanes(V v, int64_t m) {
+  typename V::acc_t lanes[V::W];
+  v.store(lanes);
+  for (int64_t k = m; k < V::W; ++k) lanes[k] = typename V::acc_t(0);
+  return V::load(lanes);
+}
+
+// The moments of one row: mean = shift + dmean with shift = x[0]. Sums run over x - shift (exact in
+// fp32 for values within a factor of 2 of each other), and centering is (x - shift) - dmean: a large common
+// offset costs neither the sum nor the rounded mean their digits. The variance is a second pass.
+template <typename V>
+struct Moments {
+  V shift, dmean, rstd;
+  V center(V x) const { return (x - shift) - dmean; }
+};
+
+template <typename V, typename T>
+inline Moments<V> row_moments(const T* x, int64_t n, double eps) {
+  using acc_t = typename V::acc_t;
+  constexpr int W = V::W;
+  acc_t first[W];
+  load_n<V>(x, 1).store(first);
+  Moments<V> mo{V::set1(first[0]), V::zero(), V::zero()};
+  V s = V::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) s = s + (V::load(x + i) - mo.shift);
+  if (i < n) s = s + keep_lanes(load_n<V>(x + i, n - i) - mo.shift, n - i);
+  mo.dmean = V::set1(s.sum() / acc_t(n));
+  V q = V::zero();
+  for (i = 0; i + W <= n; i += W) { V d = mo.center(V::load(x + i)); q = V::fma(d, d, q); }
+  if (i < n) { V d = keep_lanes(mo.center(load_n<V>(x + i, n - i)), n - i); q = V::fma(d, d, q); }
+  mo.rstd = V::set1(acc_t(1) / std::sqrt(q.sum() / acc_t(n) + acc_t(eps)));
+  return mo;
+}
+
+template <typename V, typename T>
+Status ln_forward_rows(const LayerNormForward& p, int64_t begin, int64_t end) {
+  using acc_t = typename V::acc_t;
+  constexpr int W = V::W;
+  const int64_t n = p.cols;
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  for (int64_t row = begin; row < end; ++row) {
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    T* y = static_cast<T*>(p.out) + row * n;
+    const Moments<V> mo = row_moments<V>(x, n, p.eps);
+    for (int64_t i = 0; i < n; i += W) {
+      const int64_t m = n - i < W ? n - i : W;
+      const bool full = m == W;
+      V v = mo.center(full ? V::load(x + i) : load_n<V>(x + i, m)) * mo.rstd;
+      if (w) v = v * (full ? V::load(w + i) : load_n<V>(w + i, m));
+      if (b) v = v + (full ? V::load(b + i) : load_n<V>(b + i, m));
+      if (full) v.store(y + i); else store_n(v, y + i, m);
+    }
+  }
+  return Status::ok;
+}
+
+template <typename V, typename T>
+Status ln_backward_rows(const LayerNormBackward& p, int64_t begin, int64_t end) {
+  using acc_t = typename V::acc_t;
+  constexpr int W = V::W;
+  const int64_t n = p.cols;
+  const T* w = static_cast<const T*>(p.weight);
+  acc_t* dw = static_cast<acc_t*>(p.weight_grad_acc);
+  acc_t* db = static_cast<acc_t*>(p.bias_grad_acc);
+  acc_t buf[W];
+  for (int64_t row = begin; row < end; ++row) {
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* g = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
+    T* dx = static_cast<T*>(p.grad_x) + row * n;
+    const Moments<V> mo = row_moments<V>(x, n, p.eps);
+    // sums of g*w and g*w*xhat (tail lanes load as zero g, so they add nothing)
+    V sg = V::zero(), sgx = V::zero();
+    for (int64_t i = 0; i < n; i += W) {
+      const int64_t m = n - i < W ? n - i : W;
+      const bool full = m == W;
+      V gw = full ? V::load(g + i) : load_n<V>(g + i, m);
+      if (w) gw = gw * (full ? V::load(w + i) : load_n<V>(w + i, m));
+      const V xh = mo.center(full ? V::load(x + i) : load_n<V>(x + i, m)) * mo.rstd;
+      sg = sg + gw;
+      sgx = V::fma(gw, xh, sgx);
+    }
+    const V c1 = V::set1(sg.sum() / acc_t(n)), c2 = V::set1(sgx.sum() / acc_t(n));
+    for (int64_t i = 0; i < n; i += W) {
+      const int64_t m = n - i < W ? n - i : W;
+      const bool full = m == W;
+      const V gv = full ? V::load(g + i) : load_n<V>(g + i, m);
+      V gw = gv;
+      if (w) gw = gw * (full ? V::load(w + i) : load_n<V>(w + i, m));
+      const V xh = mo.center(full ? V::load(x + i) : load_n<V>(x + i, m)) * mo.rstd;
+      const V d = (gw - c1 - xh * c2) * mo.rstd;
+      if (full) d.store(dx + i); else store_n(d, dx + i, m);
+      // tail lanes of gv are zero, so the partial sums below add nothing there
+      if (dw) {
+        if (full) V::fma(gv, xh, V::load(dw + i)).store(dw + i);
+        else { std::memcpy(buf, dw + i, size_t(m) * sizeof(acc_t)); V::fma(gv, xh, V::load(buf)).store(buf);
+               std::memcpy(dw + i, buf, size_t(m) * sizeof(acc_t)); }
+      }
+      if (db) {
+        if (full) (V::load(db + i) + gv).store(db + i);
+        else { std::memcpy(buf, db + i, size_t(m) * sizeof(acc_t)); (V::load(buf) + gv).store(buf);
+               std::memcpy(db + i, buf, size_t(m) * sizeof(acc_t)); }
+      }
+    }
+  }
+  return Status::ok;
+}
+
+inline Status ln_forward_dispatch(const LayerNormForward& p, int64_t begin, int64_t end) {
+  switch (p.dtype) {
+    case DType::f32: return ln_forward_rows<Vec, float>(p, begin, end);
+    case DType::f16: return ln_forward_rows<Vec, f16>(p, begin, end);
+    case DType::bf16: return ln_forward_rows<Vec, bf16>(p, begin, end);
+    default: return Status::unsupported_dtype;
+  }
+}
+
+inline Status ln_backward_dispatch(const LayerNormBackward& p, int64_t begin, int64_t end) {
+  switch (p.dtype) {
+    case DType::f32: return ln_backward_rows<Vec, float>(p, begin, end);
+    case DType::f16: return ln_backward_rows<Vec, f16>(p, begin, end);
+    case DType::bf16: return ln_backward_rows<Vec, bf16>(p, begin, end);
+    default: return Status::unsupported_dtype;
+  }
+}

@@ -1,0 +1,35 @@
+"""Helpers shared by the kernel test files: float64 reference gradients, gradient comparison, and a way
+to run an op's portable (PrivateUse1) kernel on CPU tensors."""
+import torch
+
+# Gradients sum over rows and N terms: compared with an absolute tolerance scaled by the largest value.
+GRAD_TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def dtype_id(dt):
+    return str(dt).replace("torch.", "")
+
+
+def reference_grads(fn_ref, inputs, grads_out):
+    leaves = [t.detach().double().requires_grad_(t.requires_grad) if t is not None else None for t in inputs]
+    outs = fn_ref(*leaves)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    pairs = [(o, g) for o, g in zip(outs, grads_out) if g is not None]
+    torch.autograd.backward([o for o, _ in pairs], [g.double() for _, g in pairs])
+    return [t.grad if t is not None and t.requires_grad else None for t in leaves]
+
+
+def assert_grad_close(actual, expected, dtype, what):
+    tol = GRAD_TOL[dtype] * max(1.0, expected.abs().max().item())
+    torch.testing.assert_close(actual.double(), expected, atol=tol, rtol=GRAD_TOL[dtype], msg=lambda m: f"{what}: {m}")
+
+
+def portable(op, *args):
+    """Runs an op's PrivateUse1 (portable) kernel on CPU tensors."""
+    return op.default.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1), *args)
+
+
+def aten_ops_called(fn):
+    with torch.autograd.profiler.profile() as prof:
+        fn()
+    return {e.name for e in prof.function_events}

@@ -1,0 +1,185 @@
+"""layer_norm and layer_norm_backward against the float64 reference (same sweep as test_rms_norm.py)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.library import opcheck
+
+from yirage_ext.testing.inputs import layer_norm_inputs
+from yirage_ext.testing.reference import assert_close, layer_norm_ref
+
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+
+OPS = torch.ops.yirage
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+SHAPES = [(1, 1), (3, 2), (3, 8), (1000, 768), (3, 769), (1000, 769), (3, 5125), (257, 5125), (64, 8192)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", SHAPES)
+@pytest.mark.parametrize("affine", ["weight_bias", "weight", "none"])
+def test_forward_values(isa, dtype, rows, hidden, affine):
+    inp = layer_norm_inputs((rows, hidden), dtype, seed=rows + hidden)
+    w = inp.weight if affine != "none" else None
+    b = inp.bias if affine == "weight_bias" else None
+    y = OPS.layer_norm(inp.x, w, b, inp.eps)
+    assert y.dtype == dtype and y.shape == inp.x.shape and y.is_contiguous()
+    assert_close(y, layer_norm_ref(inp.x, w, b, inp.eps), dtype)
+
+
+def test_matches_torch_layer_norm():
+    inp = layer_norm_inputs((7, 3, 100), torch.float32, seed=1)
+    torch.testing.assert_close(OPS.layer_norm(inp.x, inp.weight, inp.bias, 1e-5),
+                               F.layer_norm(inp.x, (100,), inp.weight, inp.bias, 1e-5))
+
+
+def test_large_offset_is_stable():
+    # a mean of 1e4 with unit spread: E[x^2] - E[x]^2 in fp32 would lose every digit; two passes do not
+    x = torch.randn(8, 1024) + 1e4
+    assert_close(OPS.layer_norm(x, None, None, 1e-5), layer_norm_ref(x, None, None, 1e-5), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape", [(2, 3, 769), (65537, 24), (5125,)])
+def test_leading_dims_and_many_rows(device, dtype, shape):
+    inp = layer_norm_inputs(shape, dtype, device=device, seed=2)
+    assert_close(OPS.layer_norm(inp.x, inp.weight, inp.bias, inp.eps),
+                 layer_norm_ref(inp.x, inp.weight, inp.bias, inp.eps), dtype)
+
+
+@pytest.mark.parametrize("layout", ["strided", "broadcast"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_noncontiguous_inputs(isa, layout, dtype):
+    inp = layer_norm_inputs((4, 6, 769), dtype, layout=layout, seed=3)
+    assert not inp.x.is_contiguous()
+    w = (torch.rand(2 * 769) + 0.5).to(dtype)[::2]
+    y = OPS.layer_norm(inp.x, w, inp.bias, inp.eps)
+    assert y.is_contiguous()
+    assert_close(y, layer_norm_ref(inp.x, w, inp.bias, inp.eps), dtype)
+
+
+@pytest.mark.parametrize("shape", [(0, 768), (4, 0), (0,)])
+def test_empty(shape):
+    x = torch.randn(shape)
+    w, b = torch.rand(shape[-1]), torch.rand(shape[-1])
+    assert OPS.layer_norm(x, w, b, 1e-5).shape == x.shape
+    dx, dw, db = OPS.layer_norm_backward(x, x, w, 1e-5, True, True)
+    assert dx.shape == x.shape and dw.shape == w.shape and db.shape == b.shape
+    assert torch.count_nonzero(dw) == 0 and torch.count_nonzero(db) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048)])
+@pytest.mark.parametrize("affine", ["weight_bias", "none"])
+def test_gradients(isa, dtype, rows, hidden, affine):
+    inp = layer_norm_inputs((rows, hidden), dtype, seed=4)
+    x = inp.x.clone().requires_grad_()
+    w = inp.weight.clone().requires_grad_() if affine != "none" else None
+    b = inp.bias.clone().requires_grad_() if affine != "none" else None
+    g = torch.randn(rows, hidden).to(dtype)
+    OPS.layer_norm(x, w, b, inp.eps).backward(g)
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, inp.eps), [x, w, b], [g])
+    assert_grad_close(x.grad, ref[0], dtype, "dx")
+    if affine != "none":
+        assert_grad_close(w.grad, ref[1], dtype, "dweight")
+        assert_grad_close(b.grad, ref[2], dtype, "dbias")
+
+
+def test_gradient_with_strided_and_broadcast_grad():
+    inp = layer_norm_inputs((8, 129), torch.float32, seed=5)
+    x, w, b = (t.clone().requires_grad_() for t in (inp.x, inp.weight, inp.bias))
+    OPS.layer_norm(x, w, b, 1e-5).sum().backward()  # an expanded (stride-0) upstream gradient
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5), [x, w, b], [torch.ones(8, 129)])
+    for got, want, what in zip((x.grad, w.grad, b.grad), ref, ("dx", "dweight", "dbias")):
+        assert_grad_close(got, want, torch.float32, what)
+
+
+def test_gradcheck():
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(7, dtype=torch.float64) + 0.5).requires_grad_()
+    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, c, d: OPS.layer_norm(a, c, d, 1e-5), (x, w, b))
+    assert torch.autograd.gradcheck(lambda a: OPS.layer_norm(a, None, None, 1e-5), (x,))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
+def test_opcheck(requires_grad):
+    for shape, dtype in [((3, 8), torch.float32), ((2, 3, 769), torch.bfloat16), ((5,), torch.float64)]:
+        inp = layer_norm_inputs(shape, dtype, seed=6)
+        x, w, b = (t.clone().requires_grad_(requires_grad) for t in (inp.x, inp.weight, inp.bias))
+        opcheck(OPS.layer_norm.default, (x, w, b, inp.eps))
+        opcheck(OPS.layer_norm.default, (x, None, None, inp.eps))
+        if not requires_grad:
+            opcheck(OPS.layer_norm_backward.default, (x.clone(), x, w, inp.eps, True, True))
+            opcheck(OPS.layer_norm_backward.default, (x.clone(), x, None, inp.eps, False, False))
+
+
+def test_compile_fullgraph_no_recompile():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(lambda x, w, b: OPS.layer_norm(x, w, b, 1e-5) * 2.0, backend=counter,
+                             fullgraph=True, dynamic=True)
+    w, b = (torch.rand(96) + 0.5).requires_grad_(), torch.randn(96, requires_grad=True)
+    for batch in (2, 3, 7):
+        x = (torch.randn(batch, 96) + 1.0).requires_grad_()
+        out = compiled(x, w, b)
+        assert_close(out, layer_norm_ref(x, w, b, 1e-5) * 2.0, torch.float32)
+        out.sum().backward()
+        ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5) * 2.0, [x, w, b], [torch.ones(batch, 96)])
+        assert_grad_close(x.grad, ref[0], torch.float32, "dx")
+        w.grad = b.grad = None
+    assert counter.frame_count == 1, f"recompiled across batch sizes: {counter.frame_count} frames"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_portable_kernel(dtype):
+    inp = layer_norm_inputs((37, 769), dtype, layout="strided", seed=7)
+    x, w, b, eps = inp.x, inp.weight, inp.bias, inp.eps
+    assert "aten::mean" in aten_ops_called(lambda: portable(OPS.layer_norm, x, w, b, eps))
+    assert "aten::mean" not in aten_ops_called(lambda: OPS.layer_norm(x, w, b, eps))
+    assert_close(portable(OPS.layer_norm, x, w, b, eps), layer_norm_ref(x, w, b, eps), dtype)
+    g = torch.randn(37, 769).to(dtype)
+    dx, dw, db = portable(OPS.layer_norm_backward, g, x, w, eps, True, True)
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, eps),
+                          [t.clone().requires_grad_() for t in (x, w, b)], [g])
+    for got, want, what in zip((dx, dw, db), ref, ("dx", "dweight", "dbias")):
+        assert_grad_close(got, want, dtype, "portable " + what)
+
+
+def test_dispatch_keys_and_schema():
+    for op in ("layer_norm", "layer_norm_backward"):
+        for key in ("CPU", "Meta", "MPS", "PrivateUse1"):
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(f"yirage::{op}", key), (op, key)
+        assert torch.Tag.pt2_compliant_tag in getattr(OPS, op).default.tags
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("yirage::layer_norm", "Autograd")
+    args = [(a.name, str(a.type), a.default_value) for a in OPS.layer_norm.default._schema.arguments]
+    # DESIGN.md: layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor
+    assert args == [("x", "Tensor", None), ("weight", "Optional[Tensor]", None), ("bias", "Optional[Tensor]", None),
+                    ("eps", "float", 1e-5)]
+
+
+X = torch.randn(4, 16)
+W = torch.rand(16)
+
+
+@pytest.mark.parametrize("call,exc,pattern", [
+    (lambda: OPS.layer_norm(X.int(), None, None, 1e-5), TypeError,
+     r"yirage.layer_norm: x must have dtype float32, float16, bfloat16 or float64, got int32$"),
+    (lambda: OPS.layer_norm(X, W, torch.rand(15), 1e-5), ValueError,
+     r"yirage.layer_norm: bias must have shape \(N,\) = \(16,\) to match the last dim of x, got \[15\]"),
+    (lambda: OPS.layer_norm(X, torch.rand(16, 1), None, 1e-5), ValueError, r"weight must have shape \(N,\) = \(16,\)"),
+    (lambda: OPS.layer_norm(X, W, W.half(), 1e-5), TypeError,
+     r"yirage.layer_norm: bias must have the dtype of x \(float32\), got float16"),
+    (lambda: OPS.layer_norm(X, W.to("meta"), None, 1e-5), RuntimeError,
+     r"yirage.layer_norm: weight must be on the device of x \(cpu\), got meta"),
+    (lambda: OPS.layer_norm(torch.tensor(2.0), None, None, 1e-5), ValueError, r"x must have at least 1 dimension"),
+    (lambda: OPS.layer_norm(X, W, None, math.nan), ValueError, r"yirage.layer_norm: eps must be a finite number >= 0"),
+    (lambda: OPS.layer_norm_backward(torch.randn(4, 15), X, W, 1e-5, True, True), ValueError,
+     r"yirage.layer_norm_backward: grad_out must have the shape of x \[4, 16\], got \[4, 15\]"),
+], ids=["x_dtype", "bias_size", "weight_2d", "bias_dtype", "weight_device", "zero_dim", "eps_nan", "grad_shape"])
+def test_bad_input_messages(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()
