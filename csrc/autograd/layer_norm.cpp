@@ -2,30 +2,25 @@
 // Autograd; backward calls yirage::layer_norm_backward through the dispatcher. Saved: x and weight;
 // mean and rstd are recomputed.
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include "autograd/common.h"
 
 namespace yirage {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using OptTensor = std::optional<at::Tensor>;
-
 const auto& layer_norm_op() {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("yirage::layer_norm", "")
-                             .typed<at::Tensor(const at::Tensor&, const OptTensor&, const OptTensor&, double)>();
+  static const auto op =
+      find_op<at::Tensor(const at::Tensor&, const OptTensor&, const OptTensor&, double)>("yirage::layer_norm");
   return op;
 }
 
 const auto& layer_norm_backward_op() {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("yirage::layer_norm_backward", "")
-          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                const OptTensor&, double, bool, bool)>();
+  static const auto op = find_op<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const OptTensor&, double, bool, bool)>("yirage::layer_norm_backward");
   return op;
 }
 
@@ -45,14 +40,17 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
     const at::Tensor& weight = saved[1];
     const bool weight_grad = weight.defined() && ctx->needs_input_grad(1);
     const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    auto [dx, dw, db] = layer_norm_backward_op().call(grads[0], saved[0],
-                                                      weight.defined() ? OptTensor(weight) : std::nullopt,
+    auto [dx, dw, db] = layer_norm_backward_op().call(grads[0], saved[0], as_optional(weight),
                                                       ctx->saved_data["eps"].toDouble(), weight_grad, bias_grad);
     return {dx, weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor layer_norm_autograd(const at::Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps) {
+  if (!needs_graph(x, weight, bias)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return layer_norm_op().call(x, weight, bias, eps);
+  }
   return LayerNormFunction::apply(x, weight, bias, eps);
 }
 

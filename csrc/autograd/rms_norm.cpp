@@ -3,22 +3,16 @@
 // through the dispatcher, so every backend (CPU, CUDA, portable) supplies its own backward kernel.
 // Saved: the normalized input (x, or h for the fused op) and the weight; rstd is recomputed.
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include "autograd/common.h"
 
 namespace yirage {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using OptTensor = std::optional<at::Tensor>;
-
-template <typename Sig>
-c10::TypedOperatorHandle<Sig> find_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
-}
-
 const auto& rms_norm_op() {
   static const auto op = find_op<at::Tensor(const at::Tensor&, const OptTensor&, double)>("yirage::rms_norm");
   return op;
@@ -37,8 +31,6 @@ const auto& rms_norm_backward_op() {
       "yirage::rms_norm_backward");
   return op;
 }
-
-OptTensor as_optional(const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
 
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
@@ -86,11 +78,19 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
 };
 
 at::Tensor rms_norm_autograd(const at::Tensor& x, const OptTensor& weight, double eps) {
+  if (!needs_graph(x, weight)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return rms_norm_op().call(x, weight, eps);
+  }
   return RmsNormFunction::apply(x, weight, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_autograd(const at::Tensor& x, const at::Tensor& residual,
                                                                const OptTensor& weight, double eps) {
+  if (!needs_graph(x, residual, weight)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return fused_add_rms_norm_op().call(x, residual, weight, eps);
+  }
   variable_list out = FusedAddRmsNormFunction::apply(x, residual, weight, eps);
   return {out[0], out[1]};
 }

@@ -1,0 +1,31 @@
+// Shared by the Autograd kernels: typed dispatcher handles, and the test for whether a call needs a
+// graph node at all (when no input requires grad, the kernel redispatches directly: a
+// torch::autograd::Function costs several microseconds per call, most of a small op).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
+
+#include <optional>
+
+namespace yirage {
+
+using OptTensor = std::optional<at::Tensor>;
+
+template <typename Sig>
+c10::TypedOperatorHandle<Sig> find_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+}
+
+inline OptTensor as_optional(const at::Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+
+inline bool requires_grad(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool requires_grad(const OptTensor& t) { return t.has_value() && requires_grad(*t); }
+
+template <typename... Ts>
+bool needs_graph(const Ts&... inputs) {
+  return c10::GradMode::is_enabled() && (requires_grad(inputs) || ...);
+}
+
+}  // namespace yirage
