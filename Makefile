@@ -34,6 +34,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/bench_rms_norm.py
+	$(PY) benchmarks/bench_layer_norm.py
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json

@@ -1,5 +1,6 @@
 """The main job, for now: load the library, say how it was loaded and what can run here, then run
-rms_norm and fused_add_rms_norm against PyTorch on the CPU with errors (vs a float64 reference) and timings.
+rms_norm, fused_add_rms_norm and layer_norm against PyTorch on the CPU with errors (vs a float64
+reference) and timings.
 
     make demo            # or: python examples/demo.py
 """
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import yirage_ext
-from yirage_ext.testing.reference import TOLERANCES, fused_add_rms_norm_ref, rms_norm_ref
+from yirage_ext.testing.reference import TOLERANCES, fused_add_rms_norm_ref, layer_norm_ref, rms_norm_ref
 
 
 def median_ms(fn, repeats=20):
@@ -22,10 +23,12 @@ def median_ms(fn, repeats=20):
     return sorted(times)[len(times) // 2] * 1e3
 
 
-def max_errors(out, ref):
+def max_errors(out, ref, floor):
+    """Max absolute error, and max relative error where |ref| >= floor (near zero only the absolute
+    error means something)."""
     out, ref = out.double(), ref.double()
     abs_err = (out - ref).abs().max().item()
-    rel = ((out - ref).abs() / ref.abs().clamp_min(1e-6)).max().item()
+    rel = ((out - ref).abs() / ref.abs().clamp_min(floor)).max().item()
     return abs_err, rel
 
 
@@ -59,11 +62,14 @@ def main():
                 ("fused_add_rms_norm", lambda: yirage_ext.fused_add_rms_norm(x, r, w, eps),
                  lambda: F.rms_norm(x + r, (n,), w, eps),
                  lambda out: list(zip(out, fused_add_rms_norm_ref(x, r, w, eps)))),
+                ("layer_norm", lambda: yirage_ext.layer_norm(x, w, r[0], 1e-5),
+                 lambda: F.layer_norm(x, (n,), w, r[0], 1e-5),
+                 lambda out: [(out, layer_norm_ref(x, w, r[0], 1e-5))]),
             ]
             for name, ours, theirs, pairs in cases:
                 checks = pairs(ours())
-                abs_err = max(max_errors(o, ref)[0] for o, ref in checks)
-                rel_err = max(max_errors(o, ref)[1] for o, ref in checks)
+                abs_err = max(max_errors(o, ref, atol / rtol)[0] for o, ref in checks)
+                rel_err = max(max_errors(o, ref, atol / rtol)[1] for o, ref in checks)
                 ok = all(torch.allclose(o.double(), ref.double(), atol=atol, rtol=rtol) for o, ref in checks)
                 all_ok &= ok
                 t_ours, t_theirs = median_ms(ours), median_ms(theirs)
@@ -71,7 +77,9 @@ def main():
                       f"{rel_err:9.2e} {'yes' if ok else 'NO':>3s} {t_ours:9.2f} {t_theirs:9.2f} "
                       f"{t_theirs / t_ours:6.1f}x")
     print()
-    print("errors are against a float64 reference; torch is eager PyTorch (x + r, then F.rms_norm)")
+    print("errors are against a float64 reference (relative error where |ref| >= atol/rtol of the dtype);"
+          " torch is eager PyTorch (F.rms_norm; x + r then F.rms_norm;"
+          " F.layer_norm)")
     if not all_ok:
         raise SystemExit("demo: some results are outside the per-dtype tolerance")
 
