@@ -1,9 +1,8 @@
 // LayerNorm on the CPU over the last dim, forward and backward (torch-free).
 //
-// Strategy: one row at a time, kept in L1/L2 between passes. Forward: mean (pass 1), variance as the
-// mean of (x - mean)^2 (pass 2: stable, no E[x^2] - E[x]^2 cancellation), then
-// y = (x - mean) * rstd * weight + bias (pass 3); the mean is kept as x[0] + mean(x - x[0]) so a large
-// common offset does not cost digits (see layer_norm_impl.h). Backward recomputes mean and rstd, sums g*w and
+// Strategy: one row at a time, kept in L1/L2 between passes. Forward: mean and variance in one pass over
+// x - x[0] (shifted data: little cancellation, and a large common offset keeps its digits; see
+// layer_norm_impl.h), then y = (x - mean) * rstd * weight + bias. Backward recomputes mean and rstd, sums g*w and
 // g*w*xhat, writes dx = rstd * (g*w - sum(g*w)/N - xhat * sum(g*w*xhat)/N) and accumulates the weight
 // and bias gradients into the caller's fp32 rows of partial sums. fp32 accumulation (fp64 for fp64);
 // vectorized per ISA (isa.h); any row length. Rows [row_begin, row_end) per call, as rms_norm.h.

@@ -11,9 +11,10 @@ inline V keep_lanes(V v, int64_t m) {
   return V::load(lanes);
 }
 
-// The moments of one row: mean = shift + dmean with shift = x[0]. Sums run over x - shift (exact in
-// fp32 for values within a factor of 2 of each other), and centering is (x - shift) - dmean: a large common
-// offset costs neither the sum nor the rounded mean their digits. The variance is a second pass.
+// The moments of one row in one pass over shifted data: with shift = x[0], d = x - shift (exact in fp32
+// for values within a factor of 2 of each other), dmean = mean(d) and var = mean(d^2) - dmean^2. The
+// shift sits within a few standard deviations of the mean, so the subtraction cancels little, and a large
+// common offset costs neither the sums nor the rounded mean their digits: centering is (x - shift) - dmean.
 template <typename V>
 struct Moments {
   V shift, dmean, rstd;
@@ -26,17 +27,15 @@ inline Moments<V> row_moments(const T* x, int64_t n, double eps) {
   constexpr int W = V::W;
   acc_t first[W];
   load_n<V>(x, 1).store(first);
-  Moments<V> mo{V::set1(first[0]), V::zero(), V::zero()};
-  V s = V::zero();
+  const V shift = V::set1(first[0]);
+  V s1 = V::zero(), s2 = V::zero();
   int64_t i = 0;
-  for (; i + W <= n; i += W) s = s + (V::load(x + i) - mo.shift);
-  if (i < n) s = s + keep_lanes(load_n<V>(x + i, n - i) - mo.shift, n - i);
-  mo.dmean = V::set1(s.sum() / acc_t(n));
-  V q = V::zero();
-  for (i = 0; i + W <= n; i += W) { V d = mo.center(V::load(x + i)); q = V::fma(d, d, q); }
-  if (i < n) { V d = keep_lanes(mo.center(load_n<V>(x + i, n - i)), n - i); q = V::fma(d, d, q); }
-  mo.rstd = V::set1(acc_t(1) / std::sqrt(q.sum() / acc_t(n) + acc_t(eps)));
-  return mo;
+  for (; i + W <= n; i += W) { V d = V::load(x + i) - shift; s1 = s1 + d; s2 = V::fma(d, d, s2); }
+  if (i < n) { V d = keep_lanes(load_n<V>(x + i, n - i) - shift, n - i); s1 = s1 + d; s2 = V::fma(d, d, s2); }
+  const acc_t dmean = s1.sum() / acc_t(n);
+  acc_t var = s2.sum() / acc_t(n) - dmean * dmean;
+  var = var > acc_t(0) ? var : acc_t(0);
+  return {shift, V::set1(dmean), V::set1(acc_t(1) / std::sqrt(var + acc_t(eps)))};
 }
 
 template <typename V, typename T>
