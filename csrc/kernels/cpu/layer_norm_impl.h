@@ -1,6 +1,5 @@
 // The LayerNorm row loops, written once over a vector type V. No include guard: layer_norm.cpp
-// includes this once per ISA, inside that ISA's namespace, after vec_*.h and vec_util.h.
-// See layer_norm.h for the algorithm.
+// includes this through per_isa.h, once per ISA. See layer_norm.h for the algorithm.
 
 // Zeroes lanes [m, W) of v (the zero-filled tail of a load_n, after a subtraction made them non-zero).
 template <typename V>
@@ -40,7 +39,6 @@ inline Moments<V> row_moments(const T* x, int64_t n, double eps) {
 
 template <typename V, typename T>
 Status ln_forward_rows(const LayerNormForward& p, int64_t begin, int64_t end) {
-  using acc_t = typename V::acc_t;
   constexpr int W = V::W;
   const int64_t n = p.cols;
   const T* w = static_cast<const T*>(p.weight);

@@ -1,6 +1,5 @@
 // The RMSNorm row loops, written once over a vector type V (W lanes of V::acc_t). No include guard:
-// rms_norm_kernel.cpp includes this once per ISA, each time inside that ISA's namespace, after the
-// matching vec_*.h and vec_util.h. See rms_norm.h for the algorithm.
+// rms_norm.cpp includes this through per_isa.h, once per ISA. See rms_norm.h for the algorithm.
 
 // sum of squares of one row
 template <typename V, typename T>
