@@ -18,4 +18,29 @@ TORCH_LIBRARY(yirage, m) {
   m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, float eps=1e-05,"
         " bool weight_grad=True, bool bias_grad=True) -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)",
         tags);
+
+  // ---- softmax family ----
+  m.def("softmax(Tensor x, int dim=-1) -> Tensor", tags);
+  m.def("log_softmax(Tensor x, int dim=-1) -> Tensor", tags);
+  // (softmax family backward ops go here)
+
+  // ---- activations ----
+  m.def("silu_and_mul(Tensor x) -> Tensor", tags);
+  m.def("gelu_and_mul(Tensor x, str approximate=\"none\") -> Tensor", tags);
+  m.def("gelu(Tensor x, str approximate=\"none\") -> Tensor", tags);
+  // (activation backward ops go here)
+
+  // ---- rotary embedding ----
+  m.def("rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved=False)"
+        " -> (Tensor, Tensor)", tags);
+  // (rotary embedding backward ops go here)
+
+  // ---- GEMM ----
+  m.def("matmul(Tensor a, Tensor b) -> Tensor", tags);
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\") -> Tensor", tags);
+  // (GEMM helper/backward ops go here)
+
+  // ---- attention ----
+  m.def("attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor", tags);
+  // (attention helper/backward ops go here)
 }

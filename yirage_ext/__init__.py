@@ -9,7 +9,8 @@ from ._loader import LoadInfo, load as _load
 
 _load()
 
-from .ops import fused_add_rms_norm, layer_norm, rms_norm  # noqa: E402
+from . import ops as _ops  # noqa: E402
+from .ops import *  # noqa: E402,F401,F403  (every public op wrapper: ops.__all__)
 
 
 def load_info() -> LoadInfo:
@@ -24,4 +25,4 @@ def cpu_isa() -> str:
     return native_module().cpu_isa()
 
 
-__all__ = ["__version__", "LoadInfo", "load_info", "cpu_isa", "rms_norm", "fused_add_rms_norm", "layer_norm"]
+__all__ = ["__version__", "LoadInfo", "load_info", "cpu_isa"] + _ops.__all__

@@ -37,3 +37,23 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
     Differentiable in x, weight and bias.
     """
     return torch.ops.yirage.layer_norm(x, weight, bias, eps)
+
+
+# ---- softmax family ----
+
+
+# ---- activations ----
+
+
+# ---- rotary embedding ----
+
+
+# ---- GEMM ----
+
+
+# ---- attention ----
+
+
+# Every public function defined above (not the typing names imported at the top).
+__all__ = [_n for _n, _f in list(globals().items())
+           if callable(_f) and getattr(_f, "__module__", None) == __name__ and not _n.startswith("_")]

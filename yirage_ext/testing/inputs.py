@@ -60,3 +60,18 @@ def layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, 
     w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype=dtype, device=device) if affine else None
     b = torch.randn(shape[-1], generator=gen).to(dtype=dtype, device=device) if affine else None
     return LayerNormInputs(x=_layout(x, layout, gen), weight=w, bias=b, eps=eps)
+
+
+# ---- softmax family ----
+
+
+# ---- activations ----
+
+
+# ---- rotary embedding ----
+
+
+# ---- GEMM ----
+
+
+# ---- attention ----

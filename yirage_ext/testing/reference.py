@@ -48,3 +48,18 @@ def layer_norm_ref(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Te
     if weight is not None:
         y = y * weight.double()
     return y + bias.double() if bias is not None else y
+
+
+# ---- softmax family ----
+
+
+# ---- activations ----
+
+
+# ---- rotary embedding ----
+
+
+# ---- GEMM ----
+
+
+# ---- attention ----
