@@ -42,6 +42,15 @@ class BuildExt(BuildExtension):
         with open(out, "w") as f:
             json.dump(record, f, indent=1)
 
+    def copy_extensions_to_source(self):
+        """--inplace and editable installs: the build record goes next to the copied _C as well."""
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            package = ext.name.rpartition(".")[0]
+            src = os.path.join(self.build_lib, *package.split("."), "_C.build.json")
+            shutil.copyfile(src, os.path.join(build_py.get_package_dir(package), "_C.build.json"))
+
 
 class BuildPy(build_py):
     """Ships the C++/CUDA sources inside the package (yirage_ext/_csrc) for the JIT fallback."""
