@@ -36,8 +36,51 @@ struct Vec {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  float max() const {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
 };
 inline Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
 inline Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
 inline Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
 
+inline Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
+// max/min: when a lane of b is NaN the result is NaN (the instructions return their second operand)
+inline Vec vmax(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+inline Vec vmin(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline Vec vabs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+// a < b ? x : y, per lane (false for NaN)
+inline Vec vselect_lt(Vec a, Vec b, Vec x, Vec y) {
+  return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
+}
+
+// e^x in fp32 to about 2 ulp (Cephes expf: x = n ln2 + f, |f| <= ln2/2, a degree-7 polynomial for e^f,
+// then the exponent added in two halves so 2^n never overflows the float format on its own). Exact
+// edges: x > 88.72 gives inf, x < -103.97 (and -inf) gives 0, results below 2^-126 are subnormal, NaN
+// stays NaN.
+inline Vec vexp(Vec x) {
+  const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
+  const __m256 t = _mm256_min_ps(hi, _mm256_max_ps(lo, x.v));  // NaN passes through (second operand)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+  f = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), f);
+  __m256 q = _mm256_set1_ps(1.9875691500e-4f);
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.3981999507e-3f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(8.3334519073e-3f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(4.1665795894e-2f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.6666665459e-1f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 e = _mm256_fmadd_ps(_mm256_mul_ps(q, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i k1 = _mm256_srai_epi32(ni, 1), k2 = _mm256_sub_epi32(ni, k1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  e = _mm256_mul_ps(e, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23)));
+  e = _mm256_mul_ps(e, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23)));
+  e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x.v, lo, _CMP_LT_OQ));
+  e = _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x.v, hi, _CMP_GT_OQ));
+  return {e};
+}

@@ -30,8 +30,43 @@ struct Vec {
   }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   float sum() const { return _mm512_reduce_add_ps(v); }
+  float max() const { return _mm512_reduce_max_ps(v); }
 };
 inline Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
 
+inline Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+// max/min: when a lane of b is NaN the result is NaN (the instructions return their second operand)
+inline Vec vmax(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline Vec vmin(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline Vec vabs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+// a < b ? x : y, per lane (false for NaN)
+inline Vec vselect_lt(Vec a, Vec b, Vec x, Vec y) {
+  return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
+}
+
+// e^x: the algorithm of vexp in vec_avx2.h.
+inline Vec vexp(Vec x) {
+  const __m512 hi = _mm512_set1_ps(88.7228394f), lo = _mm512_set1_ps(-103.972084f);
+  const __m512 t = _mm512_min_ps(hi, _mm512_max_ps(lo, x.v));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
+  f = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), f);
+  __m512 q = _mm512_set1_ps(1.9875691500e-4f);
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.3981999507e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(8.3334519073e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(4.1665795894e-2f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.6666665459e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(q, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.f)));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i k1 = _mm512_srai_epi32(ni, 1), k2 = _mm512_sub_epi32(ni, k1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  e = _mm512_mul_ps(e, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23)));
+  e = _mm512_mul_ps(e, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23)));
+  e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, lo, _CMP_LT_OQ), e, _mm512_setzero_ps());
+  e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, hi, _CMP_GT_OQ), e, _mm512_set1_ps(__builtin_inff()));
+  return {e};
+}
