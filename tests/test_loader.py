@@ -6,10 +6,12 @@ with a temporary JIT cache directory. The package under test is the installed on
 of it put first on PYTHONPATH where a test needs to change something (no `_C`, a build record for
 another torch, a changed source).
 
-Cold JIT builds are expensive (tens of seconds each on a small machine), so the file does three: one
-concurrent cold build shared by the module (`cold_cache`), reused by the cached-import, mismatch,
-no-`_C` and second-copy tests; one real rebuild after a source change; one build after a killed
-build. Cached imports reuse the shared cache and compile nothing.
+Cold JIT builds are expensive (minutes for the whole library on a small machine), so the file does one
+of the full package: a concurrent cold build shared by the module (`cold_cache`), reused by the
+cached-import, mismatch, no-`_C` and second-copy tests. The rebuild and killed-build tests are about
+the loader (cache keys, locks), not the kernels, so they build a slim copy of the package whose
+sources are rms_norm's alone (`_slim_package`): three small builds instead of three more full ones.
+Cached imports reuse the shared cache and compile nothing.
 """
 from __future__ import annotations
 
@@ -148,6 +150,29 @@ def _copy_package(src: str, site: str, name: str = "yirage_ext", keep_c: bool = 
     if not keep_c:
         for p in glob.glob(os.path.join(dst, "_C*")):
             os.remove(p)
+    return dst
+
+
+# The sources a slim package keeps (relative to _csrc): the schema table, the Python module, and the
+# rms_norm family that PROBE checks. Headers all stay; other translation units are removed.
+SLIM_SOURCES = {"library.cpp", "python/module.cpp", "kernels/cpu/isa.cpp", "kernels/cpu/rms_norm.cpp",
+                "cpu/rms_norm.cpp", "meta/rms_norm.cpp", "autograd/rms_norm.cpp", "portable/rms_norm.cpp"}
+
+
+def _slim_package(src: str, site: str) -> str:
+    """A copy of the installed package without _C and with only SLIM_SOURCES compiled by the JIT."""
+    dst = _copy_package(src, site, keep_c=False)
+    csrc = os.path.join(dst, "_csrc")
+    kept = set()
+    for dirpath, _, files in os.walk(csrc):
+        for f in files:
+            rel = os.path.relpath(os.path.join(dirpath, f), csrc).replace(os.sep, "/")
+            if f.endswith((".cpp", ".cu", ".mm")):
+                if rel in SLIM_SOURCES:
+                    kept.add(rel)
+                else:
+                    os.remove(os.path.join(dirpath, f))
+    assert kept == SLIM_SOURCES, f"slim package: sources missing from the package: {SLIM_SOURCES - kept}"
     return dst
 
 
@@ -343,15 +368,19 @@ def test_prebuilt_for_other_torch_is_refused(cold_cache, installed_pkg, tmp_path
 
 
 @pytest.mark.slow
-def test_changed_source_rebuilds(cold_cache, installed_pkg, tmp_path, neutral_cwd):
-    """A real rebuild: a copy of the package whose sources differ by one comment gets another cache key
-    and directory and is compiled, although the shared cache holds a build of the original sources."""
-    site = str(tmp_path / "site")
-    copy = _copy_package(installed_pkg, site, keep_c=False)
+def test_changed_source_rebuilds(installed_pkg, tmp_path, neutral_cwd):
+    """A real rebuild: a package whose sources differ by one comment gets another cache key and directory
+    and is compiled, although the cache holds a build of the original sources (slim packages, see top)."""
+    cache = str(tmp_path / "cache")
+    site_a, site_b = str(tmp_path / "site-a"), str(tmp_path / "site-b")
+    _slim_package(installed_pkg, site_a)
+    original, err = _probe(neutral_cwd, _env(PYTHONPATH=site_a, YIRAGE_EXT_BUILD_DIR=cache),
+                           "import of the slim package", timeout=BUILD_TIMEOUT_S)
+    assert original["kind"] == "jit" and original["build_seconds"] is not None and _compiled(err) == 1, err
+    copy = _slim_package(installed_pkg, site_b)
     with open(os.path.join(copy, "_csrc", "library.cpp"), "a") as f:
         f.write("// a changed comment: the cache key must change with it\n")
-    original = cold_cache["runs"][0][0]
-    res, err = _probe(neutral_cwd, _env(PYTHONPATH=site, YIRAGE_EXT_BUILD_DIR=cold_cache["cache"]),
+    res, err = _probe(neutral_cwd, _env(PYTHONPATH=site_b, YIRAGE_EXT_BUILD_DIR=cache),
                       "import after a source change", timeout=BUILD_TIMEOUT_S)
     assert res["package"] == os.path.realpath(copy)
     assert res["kind"] == "jit" and res["key"] != original["key"], (res, original)
@@ -371,8 +400,9 @@ def _compilers(sid: int) -> list[str]:
 def test_killed_build_then_import_succeeds(installed_pkg, tmp_path, neutral_cwd):
     """SIGKILL an importing process in the middle of its cold build (its compilers keep running, orphaned):
     the lock dies with it and the next import builds and succeeds, within a timeout."""
-    cache = str(tmp_path / "cache")
-    env = _env(YIRAGE_EXT_FORCE_JIT=1, YIRAGE_EXT_BUILD_DIR=cache)
+    cache, site = str(tmp_path / "cache"), str(tmp_path / "site")
+    _slim_package(installed_pkg, site)
+    env = _env(PYTHONPATH=site, YIRAGE_EXT_BUILD_DIR=cache)
     stderr_path = tmp_path / "killed.stderr"
     with open(stderr_path, "w") as stderr:
         victim = subprocess.Popen([sys.executable, "-c", PROBE], cwd=neutral_cwd, env=env, stdout=subprocess.DEVNULL,
