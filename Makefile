@@ -32,9 +32,10 @@ demo: install
 test: install
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
+# Every benchmark in turn (each writes its table to benchmarks/results/); BENCH_ARGS go to each.
+BENCH_ARGS ?=
 bench: install
-	$(PY) benchmarks/bench_rms_norm.py
-	$(PY) benchmarks/bench_layer_norm.py
+	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS); done
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json
