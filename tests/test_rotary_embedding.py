@@ -299,7 +299,8 @@ def test_dispatch_keys_and_schema():
     assert torch._C._dispatch_has_kernel_for_dispatch_key("yirage::rotary_embedding", "Autograd")
     schema = OPS.rotary_embedding.default._schema
     args = [(a.name, str(a.type), a.default_value) for a in schema.arguments]
-    # DESIGN.md: rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved=False) -> (Tensor, Tensor)
+    # DESIGN.md: rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved=False)
+    #   -> (Tensor, Tensor)
     assert args == [("q", "Tensor", None), ("k", "Tensor", None), ("cos", "Tensor", None), ("sin", "Tensor", None),
                     ("interleaved", "bool", False)]
     assert [str(r.type) for r in schema.returns] == ["Tensor", "Tensor"]
@@ -339,11 +340,14 @@ C = torch.rand(5, 8)
      r"cos must have shape \(S, R/2\) or \(..., S, R/2\) .* got \[3, 5, 8\]$"),
     (lambda: OPS.rotary_embedding(Q, K, torch.rand(1, 2, 5, 8), torch.rand(1, 2, 5, 8)), ValueError,
      r"cos must have shape \(S, R/2\) or \(..., S, R/2\) .* got \[1, 2, 5, 8\]$"),
-    (lambda: OPS.rotary_embedding(Q, K, torch.rand(8), torch.rand(8)), ValueError, r"cos must have shape .* got \[8\]$"),
+    (lambda: OPS.rotary_embedding(Q, K, torch.rand(8), torch.rand(8)), ValueError,
+     r"cos must have shape .* got \[8\]$"),
     (lambda: OPS.rotary_embedding(Q, K, C, C[:, :4]), ValueError,
      r"yirage.rotary_embedding: sin must have the shape of cos \[5, 8\], got \[5, 4\]$"),
     (lambda: OPS.rotary_embedding(Q, K, C.to("meta"), C), RuntimeError,
      r"yirage.rotary_embedding: cos must be on the device of q \(cpu\), got meta$"),
+    (lambda: OPS.rotary_embedding(Q, K, C, C.to("meta")), RuntimeError,
+     r"yirage.rotary_embedding: sin must be on the device of q \(cpu\), got meta$"),
     (lambda: OPS.rotary_embedding(Q, K.to("meta"), C, C), RuntimeError,
      r"yirage.rotary_embedding: k must be on the device of q \(cpu\), got meta$"),
     (lambda: OPS.rotary_embedding_backward(Q[:, :4], K, Q, K, C, C, False, True), ValueError,
@@ -352,13 +356,16 @@ C = torch.rand(5, 8)
      r"yirage.rotary_embedding_backward: grad_q must have the shape of q \[2, 5, 4, 16\], got \[2, 5, 3, 16\]$"),
     (lambda: OPS.rotary_embedding_backward(Q, K, None, K, C, C, False, True), ValueError,
      r"yirage.rotary_embedding_backward: q must be a tensor when grad_q is given and cos_sin_grad is true, got None$"),
+    (lambda: OPS.rotary_embedding_backward(None, K, Q, None, C, C, False, True), ValueError,
+     r"yirage.rotary_embedding_backward: k must be a tensor when grad_k is given and cos_sin_grad is true, got None$"),
     (lambda: OPS.rotary_embedding_backward(Q, K.half(), None, None, C, C, False, False), TypeError,
      r"yirage.rotary_embedding_backward: grad_k must have the dtype of grad_q \(float32\), got float16$"),
     (lambda: OPS.rotary_embedding_backward(None, None, None, None, C, C[:2], False, True), ValueError,
      r"yirage.rotary_embedding_backward: sin must have the shape of cos \[5, 8\], got \[2, 8\]$"),
 ], ids=["q_dtype", "k_dtype", "cos_dtype", "cos_dtype_half", "sin_dtype", "q_dims", "k_seq", "k_batch", "k_head_dim",
         "k_dims", "cos_seq", "rot_dim_gt_head_dim", "cos_lead_mismatch", "cos_more_dims", "cos_1d", "sin_shape",
-        "cos_device", "k_device", "grad_seq", "grad_q_shape", "bwd_missing_q", "bwd_grad_dtype", "bwd_tables_only"])
+        "cos_device", "sin_device", "k_device", "grad_seq", "grad_q_shape", "bwd_missing_q", "bwd_missing_k",
+        "bwd_grad_dtype", "bwd_tables_only"])
 def test_bad_input_messages(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()

@@ -48,7 +48,9 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
 # ---- rotary embedding ----
 
 
-def rotary_embedding(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tuple[Tensor, Tensor]:
+def rotary_embedding(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False
+) -> Tuple[Tensor, Tensor]:
     """Rotary position embedding of q and k in one pass; returns new tensors ``(q_rot, k_rot)``.
 
     The first ``R = 2 * cos.size(-1)`` features of every head are rotated pairwise by the token's angles,

@@ -19,7 +19,7 @@
 namespace yirage {
 namespace {
 
-namespace k = kernels::cpu;
+namespace kcpu = kernels::cpu;
 using OptTensor = std::optional<at::Tensor>;
 using rotary_detail::has;
 
@@ -69,9 +69,9 @@ int64_t leading_tokens(const at::Tensor& x) {  // the product of (..., S)
 }
 
 // Shapes, dtypes and tables; x is q (or what stands for it in backward).
-k::RotaryParams base_params(const char* op, const at::Tensor& x, const Strided& cos, const Strided& sin,
+kcpu::RotaryParams base_params(const char* op, const at::Tensor& x, const Strided& cos, const Strided& sin,
                             bool interleaved) {
-  k::RotaryParams p;
+  kcpu::RotaryParams p;
   p.seq = x.size(-3);
   p.batch = p.seq > 0 ? leading_tokens(x) / p.seq : 0;
   p.head_dim = x.size(-1);
@@ -88,7 +88,7 @@ k::RotaryParams base_params(const char* op, const at::Tensor& x, const Strided& 
   return p;
 }
 
-void set_input(k::RotaryInput& in, const Strided& x, const at::Tensor& out) {
+void set_input(kcpu::RotaryInput& in, const Strided& x, const at::Tensor& out) {
   in.x = x.t.const_data_ptr();
   in.heads = x.t.size(-2);
   in.stride_b = x.stride_b;
@@ -97,7 +97,7 @@ void set_input(k::RotaryInput& in, const Strided& x, const at::Tensor& out) {
   in.out = out.data_ptr();
 }
 
-void set_saved(k::RotaryInput& in, const Strided& x) {
+void set_saved(kcpu::RotaryInput& in, const Strided& x) {
   in.saved = x.t.const_data_ptr();
   in.saved_stride_b = x.stride_b;
   in.saved_stride_s = x.t.stride(-3);
@@ -118,11 +118,11 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding_cpu(const at::Tensor& q, con
   at::Tensor out_q = empty_like_huge(q), out_k = empty_like_huge(k);
   if (out_q.numel() == 0 && out_k.numel() == 0) return {out_q, out_k};
   const Strided qv = strided(q, 3), kv = strided(k, 3), cv = table(cos, q), sv = table(sin, q);
-  k::RotaryParams p = base_params(op, q, cv, sv, interleaved);
+  kcpu::RotaryParams p = base_params(op, q, cv, sv, interleaved);
   set_input(p.q, qv, out_q);
   set_input(p.k, kv, out_k);
   cpu_for_rows(op, p.batch * p.seq, (p.q.heads + p.k.heads) * p.head_dim,
-               [&](int64_t b0, int64_t e0) { return k::rotary_forward(p, b0, e0); });
+               [&](int64_t b0, int64_t e0) { return kcpu::rotary_forward(p, b0, e0); });
   return {out_q, out_k};
 }
 
@@ -146,7 +146,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
   at::Tensor gsin = cos_sin_grad ? at::empty({tokens, half}, acc) : at::Tensor();
   if (tokens > 0) {
     const Strided cv = table(cos, *ref), sv = table(sin, *ref);
-    k::RotaryParams p = base_params(op, *ref, cv, sv, interleaved);
+    kcpu::RotaryParams p = base_params(op, *ref, cv, sv, interleaved);
     Strided gqv, gkv, qv, kv;
     if (has(grad_q)) {
       gqv = strided(*grad_q, 3);
@@ -161,7 +161,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
     p.grad_cos = cos_sin_grad ? gcos.data_ptr() : nullptr;
     p.grad_sin = cos_sin_grad ? gsin.data_ptr() : nullptr;
     cpu_for_rows(op, tokens, (p.q.heads + p.k.heads) * p.head_dim,
-                 [&](int64_t b0, int64_t e0) { return k::rotary_backward(p, b0, e0); });
+                 [&](int64_t b0, int64_t e0) { return kcpu::rotary_backward(p, b0, e0); });
   }
   if (!cos_sin_grad) return {dq, dk, no_grad(), no_grad()};
   std::vector<int64_t> sizes(ref->sizes().begin(), ref->sizes().end() - 2);

@@ -40,8 +40,9 @@ inline void check_rotary_like(const char* op, const char* arg, const at::Tensor&
   check_same_device(op, arg, t, ref_arg, ref);
   bool same = t.dim() == ref.dim() && rotary_detail::sym_eq(t.sym_size(-1), ref.sym_size(-1));
   for (int64_t d = 0; same && d < t.dim() - 2; ++d) same = rotary_detail::sym_eq(t.sym_size(d), ref.sym_size(d));
-  TORCH_CHECK_VALUE(same, "yirage.", op, ": ", arg, " must have shape (..., S, H, D) with the leading dims, S and D of ",
-                    ref_arg, " ", ref.sym_sizes(), " (any H), got ", t.sym_sizes());
+  TORCH_CHECK_VALUE(same, "yirage.", op, ": ", arg,
+                    " must have shape (..., S, H, D) with the leading dims, S and D of ", ref_arg, " ",
+                    ref.sym_sizes(), " (any H), got ", t.sym_sizes());
 }
 
 // cos and sin against x (q, or what stands for it): see the header comment for the rules.
