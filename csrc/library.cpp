@@ -33,7 +33,14 @@ TORCH_LIBRARY(yirage, m) {
   // ---- rotary embedding ----
   m.def("rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved=False)"
         " -> (Tensor, Tensor)", tags);
-  // (rotary embedding backward ops go here)
+  // rotary_embedding_backward: grad_q and grad_k are the gradients of the two outputs rotated by -theta
+  //   (shape (0,) where that gradient is None: an output that was not used). When cos_sin_grad, grad_cos and
+  //   grad_sin have cos's and sin's shape and dtype: sums over heads (and the leading dims cos/sin broadcast
+  //   over) of g1*x1 + g2*x2 and g2*x1 - g1*x2, with x = q for grad_q and k for grad_k (q and k are needed
+  //   only for these); else shape (0,).
+  m.def("rotary_embedding_backward(Tensor? grad_q, Tensor? grad_k, Tensor? q, Tensor? k, Tensor cos, Tensor sin,"
+        " bool interleaved=False, bool cos_sin_grad=False)"
+        " -> (Tensor grad_q, Tensor grad_k, Tensor grad_cos, Tensor grad_sin)", tags);
 
   // ---- GEMM ----
   m.def("matmul(Tensor a, Tensor b) -> Tensor", tags);

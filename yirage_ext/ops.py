@@ -48,6 +48,26 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
 # ---- rotary embedding ----
 
 
+def rotary_embedding(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False
+) -> Tuple[Tensor, Tensor]:
+    """Rotary position embedding of q and k in one pass; returns new tensors ``(q_rot, k_rot)``.
+
+    The first ``R = 2 * cos.size(-1)`` features of every head are rotated pairwise by the token's angles,
+    ``y1 = x1*cos - x2*sin``, ``y2 = x2*cos + x1*sin``; features ``R..D`` pass through unchanged (partial
+    rotary). Pairs are ``(i, i + R/2)`` (neox, ``interleaved=False``) or ``(2i, 2i+1)`` (gpt-j,
+    ``interleaved=True``).
+
+    Shapes: q ``(..., S, Hq, D)``, k ``(..., S, Hk, D)`` with the same leading dims, S and D (Hq and Hk may
+    differ: GQA/MQA); cos and sin ``(S, R/2)``, or ``(..., S, R/2)`` with leading dims that broadcast to q's
+    (e.g. ``(B, S, R/2)`` for per-sequence positions); ``R <= D``. Outputs have q's and k's shapes
+    (contiguous) and dtype. q and k may be strided views (e.g. slices of a fused qkv projection).
+    dtypes: float32, float16, bfloat16 (float64 on CPU); k has q's dtype; cos and sin have q's dtype or,
+    for float16/bfloat16 q, float32. Differentiable in q, k, cos and sin.
+    """
+    return torch.ops.yirage.rotary_embedding(q, k, cos, sin, interleaved)
+
+
 # ---- GEMM ----
 
 

@@ -70,6 +70,57 @@ def layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, 
 
 # ---- rotary embedding ----
 
+ROTARY_LAYOUTS = ("contiguous", "qkv", "transposed", "strided", "broadcast")
+
+
+@dataclasses.dataclass
+class RotaryInputs:
+    q: Tensor
+    k: Tensor
+    cos: Tensor
+    sin: Tensor
+
+
+def rotary_tables(positions: Tensor, rot_dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32,
+                  device="cpu") -> tuple[Tensor, Tensor]:
+    """cos and sin (..., S, R/2) of the angles positions * base^(-2i/R), computed in float64."""
+    inv_freq = base ** (-torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim)
+    angles = positions.double().unsqueeze(-1) * inv_freq
+    return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+def rotary_embedding_inputs(shape: Sequence[int], kv_heads: Optional[int] = None, rot_dim: Optional[int] = None,
+                            dtype: torch.dtype = torch.float32, cos_dtype: Optional[torch.dtype] = None, device="cpu",
+                            layout: str = "contiguous", per_sequence: bool = False, base: float = 10000.0,
+                            seed: int = 0) -> RotaryInputs:
+    """q of `shape` (..., S, Hq, D), k (..., S, kv_heads, D) (default Hq), and cos/sin of rot_dim R (default
+    D, rounded down to even): (S, R/2) for positions 0..S-1, or (..., S, R/2) with a random position offset
+    per leading index when per_sequence. cos_dtype defaults to dtype.
+
+    layout: "contiguous"; "qkv" (q and k are head slices of one fused (..., S, Hq + 2 * Hk, D) projection,
+    the usual layout in models); "transposed" ((..., H, S, D) storage seen as (..., S, H, D)); "strided" (rows
+    padded: a slice of a wider last dim); "broadcast" (the first leading dim a stride-0 expand)."""
+    *lead, seq, heads, dim = shape
+    kv_heads = heads if kv_heads is None else kv_heads
+    rot_dim = dim - dim % 2 if rot_dim is None else rot_dim
+    gen = torch.Generator().manual_seed(seed)
+    if layout == "qkv":
+        qkv = torch.randn(*lead, seq, heads + 2 * kv_heads, dim, generator=gen).to(dtype=dtype, device=device)
+        q, k = qkv[..., :heads, :], qkv[..., heads:heads + kv_heads, :]
+    elif layout == "transposed":
+        q = torch.randn(*lead, heads, seq, dim, generator=gen).to(dtype=dtype, device=device).transpose(-3, -2)
+        k = torch.randn(*lead, kv_heads, seq, dim, generator=gen).to(dtype=dtype, device=device).transpose(-3, -2)
+    elif layout in LAYOUTS:
+        q = _layout(torch.randn(*lead, seq, heads, dim, generator=gen).to(dtype=dtype, device=device), layout, gen)
+        k = _layout(torch.randn(*lead, seq, kv_heads, dim, generator=gen).to(dtype=dtype, device=device), layout, gen)
+    else:
+        raise ValueError(f"layout must be one of {ROTARY_LAYOUTS}, got {layout!r}")
+    positions = torch.arange(seq, dtype=torch.float64)
+    if per_sequence:
+        positions = positions + torch.randint(0, 1000, (*lead, 1), generator=gen).double()
+    cos, sin = rotary_tables(positions, rot_dim, base, cos_dtype or dtype, device)
+    return RotaryInputs(q=q, k=k, cos=cos, sin=sin)
+
 
 # ---- GEMM ----
 

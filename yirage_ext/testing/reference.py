@@ -59,6 +59,35 @@ def layer_norm_ref(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Te
 # ---- rotary embedding ----
 
 
+def _rotate_half(x: Tensor) -> Tensor:
+    """(x1, x2) -> (-x2, x1) over the two halves of the last dim (neox / Hugging Face Llama)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rotate_every_two(x: Tensor) -> Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...) (gpt-j)."""
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def rotary_embedding_ref(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor,
+                         interleaved: bool = False) -> Tuple[Tensor, Tensor]:
+    """x * cos + rotate(x) * sin on the first R = 2 * cos.size(-1) features of every head, the rest passed
+    through, in float64. q/k (..., S, H, D); cos/sin (..., S, R/2) broadcast over heads (and leading dims)."""
+    r = 2 * cos.shape[-1]
+    c, s = cos.double().unsqueeze(-2), sin.double().unsqueeze(-2)  # (..., S, 1, R/2)
+    if interleaved:
+        c, s, rotate = c.repeat_interleave(2, -1), s.repeat_interleave(2, -1), _rotate_every_two
+    else:
+        c, s, rotate = torch.cat((c, c), -1), torch.cat((s, s), -1), _rotate_half
+
+    def apply(x: Tensor) -> Tensor:
+        xd = x.double()
+        return torch.cat((xd[..., :r] * c + rotate(xd[..., :r]) * s, xd[..., r:]), dim=-1)
+
+    return apply(q), apply(k)
+
+
 # ---- GEMM ----
 
 

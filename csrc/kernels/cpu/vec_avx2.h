@@ -56,6 +56,8 @@ inline Vec vabs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; 
 inline Vec vselect_lt(Vec a, Vec b, Vec x, Vec y) {
   return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
 }
+// lanes (0 1)(2 3)... swapped within each pair: {v1, v0, v3, v2, ...} (interleaved complex pairs)
+inline Vec vswap_pairs(Vec a) { return {_mm256_permute_ps(a.v, 0xB1)}; }
 
 // e^x in fp32 to about 2 ulp (Cephes expf: x = n ln2 + f, |f| <= ln2/2, a degree-7 polynomial for e^f,
 // then the exponent added in two halves so 2^n never overflows the float format on its own). Exact

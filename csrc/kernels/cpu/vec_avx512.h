@@ -45,6 +45,8 @@ inline Vec vabs(Vec a) { return {_mm512_abs_ps(a.v)}; }
 inline Vec vselect_lt(Vec a, Vec b, Vec x, Vec y) {
   return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
 }
+// lanes (0 1)(2 3)... swapped within each pair: {v1, v0, v3, v2, ...} (interleaved complex pairs)
+inline Vec vswap_pairs(Vec a) { return {_mm512_permute_ps(a.v, 0xB1)}; }
 
 // e^x: the algorithm of vexp in vec_avx2.h.
 inline Vec vexp(Vec x) {

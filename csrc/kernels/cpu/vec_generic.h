@@ -34,6 +34,11 @@ inline Vec vselect_lt(Vec a, Vec b, Vec x, Vec y) {
   for (int i = 0; i < Vec::W; ++i) y.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i];
   return y;
 }
+// lanes (0 1)(2 3)... swapped within each pair: {v1, v0, v3, v2, ...} (interleaved complex pairs)
+inline Vec vswap_pairs(Vec a) {
+  for (int i = 0; i < Vec::W; i += 2) { const float t = a.v[i]; a.v[i] = a.v[i + 1]; a.v[i + 1] = t; }
+  return a;
+}
 // e^x, the algorithm of vexp in vec_avx2.h (see there) written per lane
 inline Vec vexp(Vec x) {
   Vec r;
@@ -86,6 +91,10 @@ inline VecD vabs(VecD a) { for (int i = 0; i < VecD::W; ++i) a.v[i] = std::fabs(
 inline VecD vselect_lt(VecD a, VecD b, VecD x, VecD y) {
   for (int i = 0; i < VecD::W; ++i) y.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i];
   return y;
+}
+inline VecD vswap_pairs(VecD a) {
+  for (int i = 0; i < VecD::W; i += 2) { const double t = a.v[i]; a.v[i] = a.v[i + 1]; a.v[i + 1] = t; }
+  return a;
 }
 inline VecD vexp(VecD x) { for (int i = 0; i < VecD::W; ++i) x.v[i] = std::exp(x.v[i]); return x; }
 
