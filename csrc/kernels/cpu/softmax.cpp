@@ -14,9 +14,8 @@
 namespace yirage::kernels::cpu {
 
 SoftmaxTasks softmax_tasks(int64_t outer, int64_t dim, int64_t inner, DType dtype) {
-  if (dtype == DType::f64) return generic::tasks_for<generic::VecD>(outer, dim, inner, sizeof(double));
-  const int64_t elem_bytes = dtype == DType::f32 ? 4 : 2;
-  YR_DISPATCH_ISA(softmax_tasks_dispatch, outer, dim, inner, elem_bytes);
+  if (dtype == DType::f64) return generic::tasks_for<generic::VecD>(outer, dim, inner);
+  YR_DISPATCH_ISA(softmax_tasks_dispatch, outer, dim, inner);
 }
 
 Status softmax_forward(const SoftmaxForward& p, int64_t task_begin, int64_t task_end) {

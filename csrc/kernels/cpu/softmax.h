@@ -4,19 +4,22 @@
 // the outer and the softmax index, so a slice, a broadcast (stride 0) or a padded tensor is read in place;
 // the glue makes a contiguous copy of any other layout. Outputs are (outer, dim, inner) contiguous.
 //
-// Strategy, forward (rows: inner == 1): one row at a time, kept in L1/L2 across three passes: its max
-// (the only pass that reads memory), then e = exp(x - max) with their sum (e is written to the output row
-// in fp32, to a per-call fp32 scratch row for fp16/bf16), then out = e / sum; log_softmax sums exp(x - max)
-// and writes (x - max) - log(sum), with no scratch. Subtracting the max keeps any finite input safe; a
-// row whose max is -inf (all -inf) or +inf, or that holds a NaN, gives NaN, as torch does.
-// Columns (inner > 1): the same three passes over a block of 1-4 vectors of adjacent inner columns,
-// reducing over `dim` with stride `inner` and keeping one max and sum per column in registers; the block
-// width is chosen so the block (and its exp values) stays in L2 between passes (about 512 KiB). A very
-// long dim (over ~16K fp32 elements per column vector) no longer fits and then streams from L3 / memory.
-// No transposed copy. Tasks are (outer index, column block) pairs.
+// Strategy (rows: inner == 1). Rows are processed in groups of about 16 KiB of fp32 (one row when a row is
+// longer): pass 1 reads each row once from memory, copies it to an fp32 scratch padded to whole vectors
+// and takes its max; pass 2 computes e = exp(x - max) in the scratch with its sum (log_softmax only sums),
+// prefetching the next group's rows meanwhile; pass 3 writes e / sum, or (x - max) - log(sum). Passes 2-3
+// run from L1/L2. Subtracting the max keeps any finite input safe; a row whose max is -inf (all -inf) or
+// +inf, or that holds a NaN, gives NaN, as torch does.
+// Columns (inner > 1): the same passes over a block of 1-4 vectors of adjacent inner columns; pass 1 reads
+// the block's `dim` strided rows once and packs them into fp32 runs, one per column vector, so the later
+// passes neither re-read memory nor suffer the cache-set conflicts of power-of-2 strides. The block width
+// keeps the packed block within about 512 KiB (L2); a dim longer than about 4K-8K elements (by ISA) exceeds
+// it and the later passes then stream from L3. No transposed copy of x. Tasks are (outer, block) pairs.
 // Backward, from the forward's output: softmax grad_x = out * (g - sum(g * out)), log_softmax grad_x =
-// g - exp(out) * sum(g); one reducing pass and one writing pass per row or column block.
-// fp32 accumulation (fp64 for fp64); vectorized per ISA (isa.h); exp is Vec's vexp (about 2 ulp).
+// g - exp(out) * sum(g); pass 1 packs g and out and reduces, pass 2 writes, in the same groups / blocks.
+// Limits: fp32 accumulation (fp64 for fp64); exp is Vec's vexp_ftz (about 1 ulp), so exp(x - max) below
+// 2^-125 (x - max < -86.98) is 0 where torch would give a subnormal (fp64 uses std::exp throughout).
+// Vectorized per ISA (isa.h).
 #pragma once
 
 #include <cstdint>

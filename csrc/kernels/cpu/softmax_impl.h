@@ -6,13 +6,23 @@ inline typename V::acc_t neg_inf() {
   return -std::numeric_limits<typename V::acc_t>::infinity();
 }
 
-// Lanes [0, m) of p (m < W), the others `pad`.
+// Scalar widening / narrowing between a storage type and the accumulator (fp32, or fp64 for fp64).
+template <typename T>
+inline float to_acc(T v) { return to_float(v); }
+inline double to_acc(double v) { return v; }
+
+template <typename T, typename A>
+inline T from_acc(A v) {
+  if constexpr (std::is_same_v<T, A>) return v; else return from_float<T>(v);
+}
+
+// The last m < W lanes of a row or column block: through a W-lane buffer, element by element.
 template <typename V, typename T>
-inline V load_pad(const T* p, int64_t m, typename V::acc_t pad) {
-  using acc_t = typename V::acc_t;
-  acc_t lanes[V::W];
-  for (int k = 0; k < V::W; ++k) lanes[k] = acc_t(k);
-  return vselect_lt(V::load(lanes), V::set1(acc_t(m)), load_n<V>(p, m), V::set1(pad));
+inline void store_tail(const V& v, T* p, int64_t m) {
+  typename V::acc_t lanes[V::W];
+  v.store(lanes);
+  for (int k = 0; k < V::W; ++k)
+    if (k < m) p[k] = from_acc<T>(lanes[k]);
 }
 
 template <typename V>
@@ -23,98 +33,142 @@ inline V log_lanes(V v) {
   return V::load(lanes);
 }
 
-// Columns per task when inner > 1: 4, 2 or 1 vectors, the most whose `dim` rows (input plus the fp32
-// exp values, or grad_out plus out in backward) fit the block budget, so the passes after the first hit
-// L2 (512 KiB: half of a 1 MiB L2, or most of a 512 KiB one shared with the hardware prefetcher's lines).
+// Columns per task when inner > 1: 4, 2 or 1 vectors, the most whose packed scratch (`dim` fp32 values per
+// column, twice that in backward: grad_out and out) fits kBlockBytes, so the passes after the first run
+// in L2 (512 KiB: half of a 1 MiB L2).
+constexpr int64_t kBlockBytes = int64_t{512} << 10;
+
 template <typename V>
-inline int64_t block_cols(int64_t dim, int64_t elem_bytes) {
-  constexpr int64_t kBlockBytes = int64_t{512} << 10;
-  const int64_t per_vec = dim * V::W * (elem_bytes + int64_t(sizeof(typename V::acc_t)));
+inline int64_t block_cols(int64_t dim) {
+  const int64_t per_vec = 2 * dim * V::W * int64_t(sizeof(typename V::acc_t));
   int64_t nv = 4;
   while (nv > 1 && nv * per_vec > kBlockBytes) nv /= 2;
   return nv * V::W;
 }
 
 template <typename V>
-inline SoftmaxTasks tasks_for(int64_t outer, int64_t dim, int64_t inner, int64_t elem_bytes) {
+inline SoftmaxTasks tasks_for(int64_t outer, int64_t dim, int64_t inner) {
   if (inner == 1) return {outer, dim};
-  const int64_t cols = block_cols<V>(dim, elem_bytes);
+  const int64_t cols = block_cols<V>(dim);
   return {outer * ((inner + cols - 1) / cols), dim * (cols < inner ? cols : inner)};
 }
 
 // ------------------------------------------------------------------------------------------- rows
 
+// Rows are handled in groups whose fp32 copies take about kGroupElems values (16 KiB: L1), at least one
+// row: pass 1 packs every row of the group into the copy (padded to whole vectors) and takes its max; the
+// later passes read the copies. For short rows the group puts many rows between the scalar writes of a
+// row's tail and the vector load that reads them back, so that load does not stall on them.
+constexpr int64_t kGroupElems = 4096;
+
+inline int64_t round_up(int64_t n, int64_t w) { return (n + w - 1) / w * w; }
+
+// Software prefetch of the next group's rows, one cache line per step, issued from the compute-bound exp
+// pass so the memory-bound packing pass of the next group finds them on the way (the hardware prefetcher
+// sees no accesses to that stream while this group is being computed).
+struct Prefetch {
+  const char* p = nullptr;
+  int64_t lines = 0;
+
+  Prefetch() = default;
+  // rows [begin, end) of a tensor with `stride` elements between rows of n elements of `elem` bytes
+  Prefetch(const void* base, int64_t begin, int64_t end, int64_t stride, int64_t n, int64_t elem) {
+    if (end <= begin || stride < 0) return;
+    p = static_cast<const char*>(base) + begin * stride * elem;
+    lines = ((end - begin - 1) * stride * elem + n * elem + 63) / 64;
+  }
+  void step() {
+    if (lines <= 0) return;
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 3);
+#endif
+    p += 64;
+    --lines;
+  }
+};
+
+// Copies x[0, n) into `to` as acc_t, padded with `pad` to a whole vector, and returns max(x) (NaN lanes are
+// skipped here; they make the sum NaN later).
 template <typename V, typename T>
-inline typename V::acc_t row_max(const T* x, int64_t n) {
+inline typename V::acc_t pack_row_max(const T* x, int64_t n, typename V::acc_t pad, typename V::acc_t* to) {
+  using acc_t = typename V::acc_t;
   constexpr int W = V::W;
   const V lo = V::set1(neg_inf<V>());
-  V m0 = lo, m1 = lo, m2 = lo, m3 = lo;
-  int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    m0 = vmax(m0, V::load(x + i));
-    m1 = vmax(m1, V::load(x + i + W));
-    m2 = vmax(m2, V::load(x + i + 2 * W));
-    m3 = vmax(m3, V::load(x + i + 3 * W));
-  }
-  for (; i + W <= n; i += W) m0 = vmax(m0, V::load(x + i));
-  if (i < n) m1 = vmax(m1, load_pad<V>(x + i, n - i, neg_inf<V>()));
-  return vmax(vmax(m0, m1), vmax(m2, m3)).max();
-}
-
-// sum(exp(x - mx)); when e is not null, also e = exp(x - mx). Tail lanes are padded with -inf, so they
-// add exp(-inf) = 0 (NaN when mx is -inf too: then the row is all -inf and NaN is the answer).
-template <typename V, typename T, typename E>
-inline typename V::acc_t row_sum_exp(const T* x, int64_t n, typename V::acc_t mx, E* e) {
-  constexpr int W = V::W;
-  const V vm = V::set1(mx);
-  V s0 = V::zero(), s1 = V::zero();
+  V m0 = lo, m1 = lo;
   int64_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
-    const V a = vexp(V::load(x + i) - vm), b = vexp(V::load(x + i + W) - vm);
-    if (e) { a.store(e + i); b.store(e + i + W); }
-    s0 = s0 + a;
-    s1 = s1 + b;
+    const V a = V::load(x + i), b = V::load(x + i + W);
+    a.store(to + i);
+    b.store(to + i + W);
+    m0 = vmax(m0, a);
+    m1 = vmax(m1, b);
   }
   if (i + W <= n) {
-    const V a = vexp(V::load(x + i) - vm);
-    if (e) a.store(e + i);
-    s0 = s0 + a;
+    const V a = V::load(x + i);
+    a.store(to + i);
+    m0 = vmax(m0, a);
     i += W;
   }
-  if (i < n) {
-    const V a = vexp(load_pad<V>(x + i, n - i, neg_inf<V>()) - vm);
-    if (e) store_n(a, e + i, n - i);
-    s1 = s1 + a;
+  acc_t mx = vmax(m0, m1).max();
+  for (int k = 0; i + k < round_up(n, W); ++k) {
+    const acc_t v = i + k < n ? to_acc(x[i + k]) : pad;
+    to[i + k] = v;
+    if (i + k < n) mx = v > mx ? v : mx;
   }
-  return (s0 + s1).sum();
+  return mx;
+}
+
+// sum(exp(e - mx)) over np (a multiple of W) packed values; with kStore, e = exp(e - mx) in place. Padding
+// lanes hold -inf and add exp(-inf) = 0 (NaN when mx is -inf too: then the row is all -inf, and NaN is the
+// answer). One vector per iteration: the exp's constants take most of the 16 AVX2 registers, and
+// unrolling spills the sum, whose store-reload latency then bounds the loop.
+template <typename V, bool kStore>
+inline typename V::acc_t sum_exp(typename V::acc_t* e, int64_t np, typename V::acc_t mx, Prefetch& pf) {
+  const V vm = V::set1(mx);
+  V s = V::zero();
+  for (int64_t i = 0; i < np; i += V::W) {
+    pf.step();
+    const V a = vexp_ftz(V::load(e + i) - vm);
+    if constexpr (kStore) a.store(e + i);
+    s = s + a;
+  }
+  return s.sum();
 }
 
 template <typename V, typename T>
 Status softmax_rows(const SoftmaxForward& p, int64_t begin, int64_t end) {
   using acc_t = typename V::acc_t;
   constexpr int W = V::W;
-  constexpr bool kDirect = std::is_same_v<T, acc_t>;  // exp values go to the output row itself
-  const int64_t n = p.dim;
-  std::vector<acc_t> scratch(kDirect || p.log ? 0 : size_t(n));
-  for (int64_t row = begin; row < end; ++row) {
-    const T* x = static_cast<const T*>(p.x) + row * p.x_outer_stride;
-    T* y = static_cast<T*>(p.out) + row * n;
-    const acc_t mx = row_max<V>(x, n);
-    if (p.log) {
-      // (x - max) - log(sum): the subtraction first keeps a large common offset's digits
-      const acc_t lse = std::log(row_sum_exp<V>(x, n, mx, static_cast<acc_t*>(nullptr)));
-      const V vm = V::set1(mx), vl = V::set1(lse);
-      int64_t i = 0;
-      for (; i + W <= n; i += W) ((V::load(x + i) - vm) - vl).store(y + i);
-      if (i < n) store_n((load_n<V>(x + i, n - i) - vm) - vl, y + i, n - i);
-      continue;
+  const int64_t n = p.dim, np = round_up(n, W);
+  const int64_t group = kGroupElems / np > 1 ? kGroupElems / np : 1;
+  std::vector<acc_t> buf(size_t((group < end - begin ? group : end - begin) * np));
+  std::vector<acc_t> stats(size_t(2 * group));  // per row: max, then 1/sum (softmax) or log(sum)
+  acc_t* mx = stats.data();
+  acc_t* k = mx + group;
+  for (int64_t r0 = begin; r0 < end; r0 += group) {
+    const int64_t rows = group < end - r0 ? group : end - r0;
+    for (int64_t r = 0; r < rows; ++r)
+      mx[r] = pack_row_max<V>(static_cast<const T*>(p.x) + (r0 + r) * p.x_outer_stride, n, neg_inf<V>(),
+                              buf.data() + r * np);
+    const int64_t next_end = r0 + rows + group < end ? r0 + rows + group : end;
+    Prefetch pf(p.x, r0 + rows, next_end, p.x_outer_stride, n, sizeof(T));
+    for (int64_t r = 0; r < rows; ++r) {
+      acc_t* e = buf.data() + r * np;
+      k[r] = p.log ? std::log(sum_exp<V, false>(e, np, mx[r], pf)) : acc_t(1) / sum_exp<V, true>(e, np, mx[r], pf);
     }
-    acc_t* e;
-    if constexpr (kDirect) e = y; else e = scratch.data();
-    const V inv = V::set1(acc_t(1) / row_sum_exp<V>(x, n, mx, e));
-    int64_t i = 0;
-    for (; i + W <= n; i += W) (V::load(e + i) * inv).store(y + i);
-    if (i < n) store_n(load_n<V>(e + i, n - i) * inv, y + i, n - i);
+    for (int64_t r = 0; r < rows; ++r) {
+      const acc_t* e = buf.data() + r * np;
+      T* y = static_cast<T*>(p.out) + (r0 + r) * n;
+      const V vm = V::set1(mx[r]), vk = V::set1(k[r]);
+      int64_t i = 0;
+      if (p.log) {  // (x - max) - log(sum): the subtraction first keeps a large common offset's digits
+        for (; i + W <= n; i += W) ((V::load(e + i) - vm) - vk).store(y + i);
+        if (i < n) store_tail((V::load(e + i) - vm) - vk, y + i, n - i);
+      } else {  // exp(x - max) / sum
+        for (; i + W <= n; i += W) (V::load(e + i) * vk).store(y + i);
+        if (i < n) store_tail(V::load(e + i) * vk, y + i, n - i);
+      }
+    }
   }
   return Status::ok;
 }
@@ -123,35 +177,61 @@ template <typename V, typename T>
 Status softmax_backward_rows(const SoftmaxBackward& p, int64_t begin, int64_t end) {
   using acc_t = typename V::acc_t;
   constexpr int W = V::W;
-  const int64_t n = p.dim;
-  for (int64_t row = begin; row < end; ++row) {
-    const T* g = static_cast<const T*>(p.grad_out) + row * p.grad_out_outer_stride;
-    const T* o = static_cast<const T*>(p.out) + row * p.out_outer_stride;
-    T* dx = static_cast<T*>(p.grad_x) + row * n;
-    // log: s = sum(g); softmax: s = sum(g * out). Tail lanes load as zero and add nothing.
-    V s0 = V::zero(), s1 = V::zero();
-    int64_t i = 0;
-    if (p.log) {
-      for (; i + 2 * W <= n; i += 2 * W) { s0 = s0 + V::load(g + i); s1 = s1 + V::load(g + i + W); }
-      for (; i + W <= n; i += W) s0 = s0 + V::load(g + i);
-      if (i < n) s1 = s1 + load_n<V>(g + i, n - i);
-    } else {
-      for (; i + 2 * W <= n; i += 2 * W) {
-        s0 = V::fma(V::load(g + i), V::load(o + i), s0);
-        s1 = V::fma(V::load(g + i + W), V::load(o + i + W), s1);
+  const int64_t n = p.dim, np = round_up(n, W);
+  const int64_t group = kGroupElems / np > 1 ? kGroupElems / np : 1;
+  const int64_t cap = group < end - begin ? group : end - begin;
+  std::vector<acc_t> buf(size_t(2 * cap * np));  // packed g rows, then packed out rows
+  std::vector<acc_t> sums(static_cast<size_t>(group));
+  acc_t* bg = buf.data();
+  acc_t* bo = bg + cap * np;
+  for (int64_t r0 = begin; r0 < end; r0 += group) {
+    const int64_t rows = group < end - r0 ? group : end - r0;
+    // pass 1: pack g and out (zero-padded) and sum g (log) or g * out (softmax)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* g = static_cast<const T*>(p.grad_out) + (r0 + r) * p.grad_out_outer_stride;
+      const T* o = static_cast<const T*>(p.out) + (r0 + r) * p.out_outer_stride;
+      acc_t* pg = bg + r * np;
+      acc_t* po = bo + r * np;
+      V s = V::zero();
+      int64_t i = 0;
+      for (; i + W <= n; i += W) {
+        const V gv = V::load(g + i), ov = V::load(o + i);
+        gv.store(pg + i);
+        ov.store(po + i);
+        s = p.log ? s + gv : V::fma(gv, ov, s);
       }
-      for (; i + W <= n; i += W) s0 = V::fma(V::load(g + i), V::load(o + i), s0);
-      if (i < n) s1 = V::fma(load_n<V>(g + i, n - i), load_n<V>(o + i, n - i), s1);
+      acc_t st = s.sum();
+      for (int kk = 0; i + kk < np; ++kk) {
+        const bool in = i + kk < n;
+        pg[i + kk] = in ? to_acc(g[i + kk]) : acc_t(0);
+        po[i + kk] = in ? to_acc(o[i + kk]) : acc_t(0);
+        st += p.log ? pg[i + kk] : pg[i + kk] * po[i + kk];
+      }
+      sums[r] = st;
     }
-    const acc_t s = (s0 + s1).sum();
-    if (p.log) {
-      const V neg_s = V::set1(-s);  // dx = g - exp(out) * s
-      for (i = 0; i + W <= n; i += W) V::fma(vexp(V::load(o + i)), neg_s, V::load(g + i)).store(dx + i);
-      if (i < n) store_n(V::fma(vexp(load_n<V>(o + i, n - i)), neg_s, load_n<V>(g + i, n - i)), dx + i, n - i);
-    } else {
-      const V vs = V::set1(s);  // dx = out * (g - s)
-      for (i = 0; i + W <= n; i += W) (V::load(o + i) * (V::load(g + i) - vs)).store(dx + i);
-      if (i < n) store_n(load_n<V>(o + i, n - i) * (load_n<V>(g + i, n - i) - vs), dx + i, n - i);
+    // pass 2: log: dx = g - exp(out) * sum(g); softmax: dx = out * (g - sum(g * out)). Only the log
+    // variant, with an exp per element, has the compute to hide prefetches of the next group behind.
+    const int64_t next_end = r0 + rows + group < end ? r0 + rows + group : end;
+    Prefetch pf_g(p.grad_out, r0 + rows, next_end, p.grad_out_outer_stride, n, sizeof(T));
+    Prefetch pf_o(p.out, r0 + rows, next_end, p.out_outer_stride, n, sizeof(T));
+    for (int64_t r = 0; r < rows; ++r) {
+      const acc_t* pg = bg + r * np;
+      const acc_t* po = bo + r * np;
+      T* dx = static_cast<T*>(p.grad_x) + (r0 + r) * n;
+      int64_t i = 0;
+      if (p.log) {
+        const V neg_s = V::set1(-sums[r]);
+        for (; i + W <= n; i += W) {
+          pf_g.step();
+          pf_o.step();
+          V::fma(vexp_ftz(V::load(po + i)), neg_s, V::load(pg + i)).store(dx + i);
+        }
+        if (i < n) store_tail(V::fma(vexp_ftz(V::load(po + i)), neg_s, V::load(pg + i)), dx + i, n - i);
+      } else {
+        const V vs = V::set1(sums[r]);
+        for (; i + W <= n; i += W) (V::load(po + i) * (V::load(pg + i) - vs)).store(dx + i);
+        if (i < n) store_tail(V::load(po + i) * (V::load(pg + i) - vs), dx + i, n - i);
+      }
     }
   }
   return Status::ok;
@@ -159,17 +239,21 @@ Status softmax_backward_rows(const SoftmaxBackward& p, int64_t begin, int64_t en
 
 // ---------------------------------------------------------------------------------------- columns
 
-// Vector j of NV at p; with TAIL the last one holds only m < W lanes (loaded as zero beyond: those lanes
-// are columns of their own, computed and never stored).
+// Packs vector j of NV at row pointer p into `to` (fp32, W lanes); with TAIL the last vector holds only
+// m < W lanes (the others packed as zero: columns of their own, computed and never stored).
 template <typename V, int NV, bool TAIL, typename T>
-inline V ldj(const T* p, int j, int64_t m) {
-  if (TAIL && j == NV - 1) return load_n<V>(p + j * V::W, m);
-  return V::load(p + j * V::W);
+inline void pack(const T* p, int j, int64_t m, typename V::acc_t* to) {
+  using acc_t = typename V::acc_t;
+  if (TAIL && j == NV - 1) {
+    for (int k = 0; k < V::W; ++k) to[k] = k < m ? to_acc(p[j * V::W + k]) : acc_t(0);
+  } else {
+    V::load(p + j * V::W).store(to);
+  }
 }
 
 template <typename V, int NV, bool TAIL, typename T>
 inline void stj(const V& v, T* p, int j, int64_t m) {
-  if (TAIL && j == NV - 1) store_n(v, p + j * V::W, m);
+  if (TAIL && j == NV - 1) store_tail(v, p + j * V::W, m);
   else v.store(p + j * V::W);
 }
 
@@ -185,8 +269,12 @@ inline void for_col_chunks(int64_t width, const F& f) {
   if (c < width) f.template run<1, true>(c, width - c);
 }
 
-// One (outer index, column block) of the forward: x + d * xs is row d of the block (d < n), y + d * ys its
-// output row; scratch holds n rows of 4 W fp32 exp values when T is narrower than the accumulator.
+// One (outer index, column block) of the forward, NV vectors wide: x + d * xs is row d of the block (d < n),
+// y + d * ys its output row. Pass 1 packs the block into `scratch` as fp32 runs, one per vector:
+// (j, d, lane), and takes the column maxima. The strided rows are read from memory once; the power-of-2
+// strides that would make them collide in the caches do not matter to the later passes, which read the
+// packed copy. Pass 2 turns each run into exp(x - max) in place (or sums it, for log), one column vector
+// at a time so only one sum is live next to the exp constants; pass 3 scales and writes the rows.
 template <typename V, typename T>
 struct SoftmaxColumns {
   using acc_t = typename V::acc_t;
@@ -194,7 +282,7 @@ struct SoftmaxColumns {
   int64_t xs;
   T* y;
   int64_t ys;
-  acc_t* scratch;
+  acc_t* scratch;  // n * NV * W
   int64_t n;
   bool log;
 
@@ -203,34 +291,36 @@ struct SoftmaxColumns {
     constexpr int W = V::W;
     const T* xc = x + c;
     T* yc = y + c;
-    V mx[NV], s[NV];
-    for (int j = 0; j < NV; ++j) { mx[j] = V::set1(neg_inf<V>()); s[j] = V::zero(); }
+    V mx[NV], k[NV];
+    for (int j = 0; j < NV; ++j) mx[j] = V::set1(neg_inf<V>());
     for (int64_t d = 0; d < n; ++d)
-      for (int j = 0; j < NV; ++j) mx[j] = vmax(mx[j], ldj<V, NV, TAIL>(xc + d * xs, j, m));
-    if (log) {
-      for (int64_t d = 0; d < n; ++d)
-        for (int j = 0; j < NV; ++j) s[j] = s[j] + vexp(ldj<V, NV, TAIL>(xc + d * xs, j, m) - mx[j]);
-      for (int j = 0; j < NV; ++j) s[j] = log_lanes(s[j]);
-      for (int64_t d = 0; d < n; ++d)
-        for (int j = 0; j < NV; ++j)
-          stj<V, NV, TAIL>((ldj<V, NV, TAIL>(xc + d * xs, j, m) - mx[j]) - s[j], yc + d * ys, j, m);
-      return;
+      for (int j = 0; j < NV; ++j) pack<V, NV, TAIL>(xc + d * xs, j, m, scratch + (j * n + d) * W);
+    for (int j = 0; j < NV; ++j) {
+      acc_t* run = scratch + j * n * W;
+      V s = V::zero();
+      for (int64_t d = 0; d < n; ++d) mx[j] = vmax(mx[j], V::load(run + d * W));
+      if (log) {
+        for (int64_t d = 0; d < n; ++d) s = s + vexp_ftz(V::load(run + d * W) - mx[j]);
+        k[j] = log_lanes(s);  // out = (x - max) - log(sum)
+      } else {
+        for (int64_t d = 0; d < n; ++d) {
+          const V e = vexp_ftz(V::load(run + d * W) - mx[j]);
+          e.store(run + d * W);
+          s = s + e;
+        }
+        k[j] = V::set1(acc_t(1)) / s;  // out = e / sum
+      }
     }
-    acc_t* e;
-    int64_t es;
-    if constexpr (std::is_same_v<T, acc_t>) { e = yc; es = ys; } else { e = scratch; es = NV * W; }
     for (int64_t d = 0; d < n; ++d)
       for (int j = 0; j < NV; ++j) {
-        const V a = vexp(ldj<V, NV, TAIL>(xc + d * xs, j, m) - mx[j]);
-        stj<V, NV, TAIL>(a, e + d * es, j, m);
-        s[j] = s[j] + a;
+        const V v = V::load(scratch + (j * n + d) * W);
+        stj<V, NV, TAIL>(log ? (v - mx[j]) - k[j] : v * k[j], yc + d * ys, j, m);
       }
-    for (int j = 0; j < NV; ++j) s[j] = V::set1(acc_t(1)) / s[j];
-    for (int64_t d = 0; d < n; ++d)
-      for (int j = 0; j < NV; ++j) stj<V, NV, TAIL>(ldj<V, NV, TAIL>(e + d * es, j, m) * s[j], yc + d * ys, j, m);
   }
 };
 
+// The backward over one column block: pass 1 packs g and out into `scratch` as in SoftmaxColumns and sums
+// them (g, or g * out, per column); pass 2 writes grad_x from the packed copies.
 template <typename V, typename T>
 struct SoftmaxBackwardColumns {
   using acc_t = typename V::acc_t;
@@ -240,41 +330,47 @@ struct SoftmaxBackwardColumns {
   int64_t os;
   T* dx;
   int64_t dxs;
+  acc_t* scratch;  // 2 * n * NV * W
   int64_t n;
   bool log;
 
   template <int NV, bool TAIL>
   void run(int64_t c, int64_t m) const {
+    constexpr int W = V::W;
     const T* gc = g + c;
     const T* oc = o + c;
     T* dc = dx + c;
+    acc_t* pg = scratch;
+    acc_t* po = scratch + NV * n * W;
+    for (int64_t d = 0; d < n; ++d)
+      for (int j = 0; j < NV; ++j) {
+        pack<V, NV, TAIL>(gc + d * gs, j, m, pg + (j * n + d) * W);
+        pack<V, NV, TAIL>(oc + d * os, j, m, po + (j * n + d) * W);
+      }
     V s[NV];
-    for (int j = 0; j < NV; ++j) s[j] = V::zero();
-    if (log) {
-      for (int64_t d = 0; d < n; ++d)
-        for (int j = 0; j < NV; ++j) s[j] = s[j] + ldj<V, NV, TAIL>(gc + d * gs, j, m);
-      for (int j = 0; j < NV; ++j) s[j] = V::zero() - s[j];
-      for (int64_t d = 0; d < n; ++d)
-        for (int j = 0; j < NV; ++j)
-          stj<V, NV, TAIL>(V::fma(vexp(ldj<V, NV, TAIL>(oc + d * os, j, m)), s[j], ldj<V, NV, TAIL>(gc + d * gs, j, m)),
-                           dc + d * dxs, j, m);
-      return;
+    for (int j = 0; j < NV; ++j) {
+      const acc_t* rg = pg + j * n * W;
+      const acc_t* ro = po + j * n * W;
+      V a = V::zero();
+      if (log) for (int64_t d = 0; d < n; ++d) a = a + V::load(rg + d * W);
+      else for (int64_t d = 0; d < n; ++d) a = V::fma(V::load(rg + d * W), V::load(ro + d * W), a);
+      s[j] = log ? V::zero() - a : a;
     }
     for (int64_t d = 0; d < n; ++d)
-      for (int j = 0; j < NV; ++j)
-        s[j] = V::fma(ldj<V, NV, TAIL>(gc + d * gs, j, m), ldj<V, NV, TAIL>(oc + d * os, j, m), s[j]);
-    for (int64_t d = 0; d < n; ++d)
-      for (int j = 0; j < NV; ++j)
-        stj<V, NV, TAIL>(ldj<V, NV, TAIL>(oc + d * os, j, m) * (ldj<V, NV, TAIL>(gc + d * gs, j, m) - s[j]),
-                         dc + d * dxs, j, m);
+      for (int j = 0; j < NV; ++j) {
+        const int64_t at = (j * n + d) * W;
+        const V gv = V::load(pg + at), ov = V::load(po + at);
+        // log: dx = g - exp(out) * sum(g); softmax: dx = out * (g - sum(g * out))
+        stj<V, NV, TAIL>(log ? V::fma(vexp_ftz(ov), s[j], gv) : ov * (gv - s[j]), dc + d * dxs, j, m);
+      }
   }
 };
 
 template <typename V, typename T>
 Status softmax_columns(const SoftmaxForward& p, int64_t begin, int64_t end) {
   using acc_t = typename V::acc_t;
-  const int64_t cols = block_cols<V>(p.dim, sizeof(T)), blocks = (p.inner + cols - 1) / cols;
-  std::vector<acc_t> scratch(std::is_same_v<T, acc_t> || p.log ? 0 : size_t(p.dim * 4 * V::W));
+  const int64_t cols = block_cols<V>(p.dim), blocks = (p.inner + cols - 1) / cols;
+  std::vector<acc_t> scratch(size_t(p.dim * cols));
   for (int64_t t = begin; t < end; ++t) {
     const int64_t o = t / blocks, c0 = (t % blocks) * cols;
     const int64_t width = cols < p.inner - c0 ? cols : p.inner - c0;
@@ -288,14 +384,16 @@ Status softmax_columns(const SoftmaxForward& p, int64_t begin, int64_t end) {
 
 template <typename V, typename T>
 Status softmax_backward_columns(const SoftmaxBackward& p, int64_t begin, int64_t end) {
-  const int64_t cols = block_cols<V>(p.dim, sizeof(T)), blocks = (p.inner + cols - 1) / cols;
+  using acc_t = typename V::acc_t;
+  const int64_t cols = block_cols<V>(p.dim), blocks = (p.inner + cols - 1) / cols;
+  std::vector<acc_t> scratch(size_t(2 * p.dim * cols));
   for (int64_t t = begin; t < end; ++t) {
     const int64_t o = t / blocks, c0 = (t % blocks) * cols;
     const int64_t width = cols < p.inner - c0 ? cols : p.inner - c0;
     const SoftmaxBackwardColumns<V, T> f{
         static_cast<const T*>(p.grad_out) + o * p.grad_out_outer_stride + c0, p.grad_out_dim_stride,
         static_cast<const T*>(p.out) + o * p.out_outer_stride + c0, p.out_dim_stride,
-        static_cast<T*>(p.grad_x) + o * p.dim * p.inner + c0, p.inner, p.dim, p.log};
+        static_cast<T*>(p.grad_x) + o * p.dim * p.inner + c0, p.inner, scratch.data(), p.dim, p.log};
     for_col_chunks<V>(width, f);
   }
   return Status::ok;
@@ -339,6 +437,6 @@ inline Status softmax_backward_dispatch(const SoftmaxBackward& p, int64_t begin,
   }
 }
 
-inline SoftmaxTasks softmax_tasks_dispatch(int64_t outer, int64_t dim, int64_t inner, int64_t elem_bytes) {
-  return tasks_for<Vec>(outer, dim, inner, elem_bytes);
+inline SoftmaxTasks softmax_tasks_dispatch(int64_t outer, int64_t dim, int64_t inner) {
+  return tasks_for<Vec>(outer, dim, inner);
 }
