@@ -173,71 +173,75 @@ Status softmax_rows(const SoftmaxForward& p, int64_t begin, int64_t end) {
   return Status::ok;
 }
 
+// Backward rows, one at a time: pass 1 reduces g (log) or g * out (softmax) over the row, pass 2 writes
+// dx reading g and out again from L1/L2. No packing here: without an exp per element the extra stores
+// would cost more than the tails they simplify; tails are scalar (softmax) or one padded vector (log).
 template <typename V, typename T>
 Status softmax_backward_rows(const SoftmaxBackward& p, int64_t begin, int64_t end) {
   using acc_t = typename V::acc_t;
   constexpr int W = V::W;
-  const int64_t n = p.dim, np = round_up(n, W);
-  const int64_t group = kGroupElems / np > 1 ? kGroupElems / np : 1;
-  const int64_t cap = group < end - begin ? group : end - begin;
-  std::vector<acc_t> buf(size_t(2 * cap * np));  // packed g rows, then packed out rows
-  std::vector<acc_t> sums(static_cast<size_t>(group));
-  acc_t* bg = buf.data();
-  acc_t* bo = bg + cap * np;
-  for (int64_t r0 = begin; r0 < end; r0 += group) {
-    const int64_t rows = group < end - r0 ? group : end - r0;
-    // pass 1: pack g and out (zero-padded) and sum g (log) or g * out (softmax)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* g = static_cast<const T*>(p.grad_out) + (r0 + r) * p.grad_out_outer_stride;
-      const T* o = static_cast<const T*>(p.out) + (r0 + r) * p.out_outer_stride;
-      acc_t* pg = bg + r * np;
-      acc_t* po = bo + r * np;
-      V s = V::zero();
-      int64_t i = 0;
-      for (; i + W <= n; i += W) {
-        const V gv = V::load(g + i), ov = V::load(o + i);
-        gv.store(pg + i);
-        ov.store(po + i);
-        s = p.log ? s + gv : V::fma(gv, ov, s);
+  const int64_t n = p.dim;
+  for (int64_t row = begin; row < end; ++row) {
+    const T* g = static_cast<const T*>(p.grad_out) + row * p.grad_out_outer_stride;
+    const T* o = static_cast<const T*>(p.out) + row * p.out_outer_stride;
+    T* dx = static_cast<T*>(p.grad_x) + row * n;
+    V s0 = V::zero(), s1 = V::zero();
+    int64_t i = 0;
+    acc_t s;
+    if (p.log) {  // dx = g - exp(out) * sum(g)
+      for (; i + 2 * W <= n; i += 2 * W) { s0 = s0 + V::load(g + i); s1 = s1 + V::load(g + i + W); }
+      for (; i + W <= n; i += W) s0 = s0 + V::load(g + i);
+      s = (s0 + s1).sum();
+      for (; i < n; ++i) s += to_acc(g[i]);
+      // the exp pass has the compute to hide prefetches of the next row behind
+      Prefetch pf_g(p.grad_out, row + 1, row + 2 < end ? row + 2 : end, p.grad_out_outer_stride, n, sizeof(T));
+      Prefetch pf_o(p.out, row + 1, row + 2 < end ? row + 2 : end, p.out_outer_stride, n, sizeof(T));
+      const V neg_s = V::set1(-s);
+      for (i = 0; i + W <= n; i += W) {
+        pf_g.step();
+        pf_o.step();
+        V::fma(vexp_ftz(V::load(o + i)), neg_s, V::load(g + i)).store(dx + i);
       }
-      acc_t st = s.sum();
-      for (int kk = 0; i + kk < np; ++kk) {
-        const bool in = i + kk < n;
-        pg[i + kk] = in ? to_acc(g[i + kk]) : acc_t(0);
-        po[i + kk] = in ? to_acc(o[i + kk]) : acc_t(0);
-        st += p.log ? pg[i + kk] : pg[i + kk] * po[i + kk];
-      }
-      sums[r] = st;
-    }
-    // pass 2: log: dx = g - exp(out) * sum(g); softmax: dx = out * (g - sum(g * out)). Only the log
-    // variant, with an exp per element, has the compute to hide prefetches of the next group behind.
-    const int64_t next_end = r0 + rows + group < end ? r0 + rows + group : end;
-    Prefetch pf_g(p.grad_out, r0 + rows, next_end, p.grad_out_outer_stride, n, sizeof(T));
-    Prefetch pf_o(p.out, r0 + rows, next_end, p.out_outer_stride, n, sizeof(T));
-    for (int64_t r = 0; r < rows; ++r) {
-      const acc_t* pg = bg + r * np;
-      const acc_t* po = bo + r * np;
-      T* dx = static_cast<T*>(p.grad_x) + (r0 + r) * n;
-      int64_t i = 0;
-      if (p.log) {
-        const V neg_s = V::set1(-sums[r]);
-        for (; i + W <= n; i += W) {
-          pf_g.step();
-          pf_o.step();
-          V::fma(vexp_ftz(V::load(po + i)), neg_s, V::load(pg + i)).store(dx + i);
+      if (i < n) {
+        acc_t go[2][W];
+        for (int k = 0; k < W; ++k) {
+          go[0][k] = i + k < n ? to_acc(g[i + k]) : acc_t(0);
+          go[1][k] = i + k < n ? to_acc(o[i + k]) : acc_t(0);
         }
-        if (i < n) store_tail(V::fma(vexp_ftz(V::load(po + i)), neg_s, V::load(pg + i)), dx + i, n - i);
-      } else {
-        const V vs = V::set1(sums[r]);
-        for (; i + W <= n; i += W) (V::load(po + i) * (V::load(pg + i) - vs)).store(dx + i);
-        if (i < n) store_tail(V::load(po + i) * (V::load(pg + i) - vs), dx + i, n - i);
+        store_tail(V::fma(vexp_ftz(V::load(go[1])), neg_s, V::load(go[0])), dx + i, n - i);
       }
+    } else {  // dx = out * (g - sum(g * out))
+      for (; i + 2 * W <= n; i += 2 * W) {
+        s0 = V::fma(V::load(g + i), V::load(o + i), s0);
+        s1 = V::fma(V::load(g + i + W), V::load(o + i + W), s1);
+      }
+      for (; i + W <= n; i += W) s0 = V::fma(V::load(g + i), V::load(o + i), s0);
+      s = (s0 + s1).sum();
+      for (; i < n; ++i) s += to_acc(g[i]) * to_acc(o[i]);
+      const V vs = V::set1(s);
+      for (i = 0; i + W <= n; i += W) (V::load(o + i) * (V::load(g + i) - vs)).store(dx + i);
+      for (; i < n; ++i) dx[i] = from_acc<T>(to_acc(o[i]) * (to_acc(g[i]) - s));
     }
   }
   return Status::ok;
 }
 
 // ---------------------------------------------------------------------------------------- columns
+
+// The strided rows of a column block are separate cache lines, often in separate pages, where the hardware
+// prefetchers do not follow: pass 1 prefetches the block's row kAhead rows ahead.
+constexpr int64_t kAhead = 16;
+
+inline void prefetch_span(const void* p, int64_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
+  __builtin_prefetch(c + bytes - 1, 0, 3);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
 
 // Packs vector j of NV at row pointer p into `to` (fp32, W lanes); with TAIL the last vector holds only
 // m < W lanes (the others packed as zero: columns of their own, computed and never stored).
@@ -293,8 +297,11 @@ struct SoftmaxColumns {
     T* yc = y + c;
     V mx[NV], k[NV];
     for (int j = 0; j < NV; ++j) mx[j] = V::set1(neg_inf<V>());
-    for (int64_t d = 0; d < n; ++d)
+    const int64_t span = int64_t((NV - 1) * W + m) * int64_t(sizeof(T));
+    for (int64_t d = 0; d < n; ++d) {
+      if (d + kAhead < n) prefetch_span(xc + (d + kAhead) * xs, span);
       for (int j = 0; j < NV; ++j) pack<V, NV, TAIL>(xc + d * xs, j, m, scratch + (j * n + d) * W);
+    }
     for (int j = 0; j < NV; ++j) {
       acc_t* run = scratch + j * n * W;
       V s = V::zero();
@@ -342,11 +349,17 @@ struct SoftmaxBackwardColumns {
     T* dc = dx + c;
     acc_t* pg = scratch;
     acc_t* po = scratch + NV * n * W;
-    for (int64_t d = 0; d < n; ++d)
+    const int64_t span = int64_t((NV - 1) * W + m) * int64_t(sizeof(T));
+    for (int64_t d = 0; d < n; ++d) {
+      if (d + kAhead < n) {
+        prefetch_span(gc + (d + kAhead) * gs, span);
+        prefetch_span(oc + (d + kAhead) * os, span);
+      }
       for (int j = 0; j < NV; ++j) {
         pack<V, NV, TAIL>(gc + d * gs, j, m, pg + (j * n + d) * W);
         pack<V, NV, TAIL>(oc + d * os, j, m, po + (j * n + d) * W);
       }
+    }
     V s[NV];
     for (int j = 0; j < NV; ++j) {
       const acc_t* rg = pg + j * n * W;
