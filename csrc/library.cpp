@@ -22,7 +22,12 @@ TORCH_LIBRARY(yirage, m) {
   // ---- softmax family ----
   m.def("softmax(Tensor x, int dim=-1) -> Tensor", tags);
   m.def("log_softmax(Tensor x, int dim=-1) -> Tensor", tags);
-  // (softmax family backward ops go here)
+  // softmax_backward: grad_x = out * (grad_out - sum(grad_out * out, dim)), the vjp of softmax(x, dim)
+  //   at grad_out, from the forward's output `out` (x is not needed).
+  // log_softmax_backward: grad_x = grad_out - exp(out) * sum(grad_out, dim), the vjp of
+  //   log_softmax(x, dim) at grad_out, from the forward's output `out`.
+  m.def("softmax_backward(Tensor grad_out, Tensor out, int dim=-1) -> Tensor", tags);
+  m.def("log_softmax_backward(Tensor grad_out, Tensor out, int dim=-1) -> Tensor", tags);
 
   // ---- activations ----
   m.def("silu_and_mul(Tensor x) -> Tensor", tags);

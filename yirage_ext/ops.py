@@ -42,6 +42,27 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
 # ---- softmax family ----
 
 
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Softmax over ``dim``: ``exp(x - max) / sum(exp(x - max))``, fp32 accumulation (fp64 for float64).
+
+    Shapes: x any shape (a 0-dim x is one element, as in ``torch.softmax``); ``dim`` in
+    ``[-x.dim(), x.dim() - 1]``; returns x's shape (contiguous) and dtype. dtypes: float32, float16,
+    bfloat16 (float64 on CPU). Safe for large values and ``-inf`` entries (masked positions give 0); a
+    slice that is all ``-inf`` (or holds NaN or ``+inf``) gives NaN, as torch does. Differentiable in x;
+    the backward uses the saved output, not x.
+    """
+    return torch.ops.yirage.softmax(x, dim)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Log-softmax over ``dim``: ``(x - max) - log(sum(exp(x - max)))``, fp32 accumulation.
+
+    Shapes, dtypes and edge cases as :func:`softmax` (masked ``-inf`` entries give ``-inf``).
+    Differentiable in x; the backward uses the saved output, not x.
+    """
+    return torch.ops.yirage.log_softmax(x, dim)
+
+
 # ---- activations ----
 
 

@@ -65,6 +65,17 @@ def layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, 
 # ---- softmax family ----
 
 
+def softmax_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, device="cpu", scale: float = 2.0,
+                   offset: float = 0.0, masked: float = 0.0, layout: str = "contiguous", seed: int = 0) -> Tensor:
+    """Logits x of `shape`: normals times `scale` plus `offset`; a fraction `masked` of the entries set to
+    -inf (as attention masks do). Layouts as the other factories ("strided": padded last dim)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=gen) * scale + offset
+    if masked > 0:
+        x = x.masked_fill(torch.rand(*shape, generator=gen) < masked, float("-inf"))
+    return _layout(x.to(dtype=dtype, device=device), layout, gen)
+
+
 # ---- activations ----
 
 

@@ -53,6 +53,20 @@ def layer_norm_ref(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Te
 # ---- softmax family ----
 
 
+def softmax_ref(x: Tensor, dim: int = -1) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) over `dim`, in float64 (NaN for a slice of all -inf)."""
+    xd = x.double()
+    e = (xd - xd.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax_ref(x: Tensor, dim: int = -1) -> Tensor:
+    """(x - max) - log(sum(exp(x - max))) over `dim`, in float64."""
+    xd = x.double()
+    z = xd - xd.amax(dim, keepdim=True)
+    return z - z.exp().sum(dim, keepdim=True).log()
+
+
 # ---- activations ----
 
 

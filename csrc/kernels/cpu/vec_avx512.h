@@ -72,3 +72,22 @@ inline Vec vexp(Vec x) {
   e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, hi, _CMP_GT_OQ), e, _mm512_set1_ps(__builtin_inff()));
   return {e};
 }
+
+// e^x, flushing results below 2^-125 to 0: the algorithm of vexp_ftz in vec_avx2.h.
+inline Vec vexp_ftz(Vec x) {
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.7228394f), x.v);
+  const __m512 magic = _mm512_set1_ps(12582912.f + 126.f);
+  const __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504f), magic);
+  const __m512 n = _mm512_sub_ps(t, magic);
+  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  f = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), f);
+  __m512 p = _mm512_set1_ps(2.76873051e-3f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.67483110e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(8.33360031e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(3.33328635e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.99999881e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.f));
+  const __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+  return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-86.98f), _CMP_NLT_UQ), e)};
+}

@@ -66,6 +66,28 @@ inline Vec vexp(Vec x) {
   }
   return r;
 }
+// e^x flushing results below 2^-125 to 0: the algorithm of vexp_ftz in vec_avx2.h written per lane
+inline Vec vexp_ftz(Vec x) {
+  Vec r;
+  for (int i = 0; i < Vec::W; ++i) {
+    const float xi = x.v[i];
+    const float xc = xi > 88.7228394f ? 88.7228394f : xi;  // NaN stays NaN
+    const float t = xc * 1.44269504f + 12583038.f;         // 1.5 * 2^23 + (127 - 1): low bits n + 126
+    const float n = t - 12583038.f;
+    float f = xc - n * 0.693359375f;
+    f = f + n * 2.12194440e-4f;
+    float p = 2.76873051e-3f;
+    p = p * f + 1.67483110e-2f;
+    p = p * f + 8.33360031e-2f;
+    p = p * f + 3.33328635e-1f;
+    p = p * f + 9.99999881e-1f;
+    p = p * f + 2.f;
+    p = p * f + 2.f;
+    const float e = p * bits_to_float(float_to_bits(t) << 23);
+    r.v[i] = xi < -86.98f ? 0.f : e;
+  }
+  return r;
+}
 
 // VecD: the fp64 variant (gradcheck and reference-grade CPU work), 4 double lanes in an array.
 struct VecD {
@@ -97,4 +119,6 @@ inline VecD vswap_pairs(VecD a) {
   return a;
 }
 inline VecD vexp(VecD x) { for (int i = 0; i < VecD::W; ++i) x.v[i] = std::exp(x.v[i]); return x; }
+// fp64 has no reason to flush: std::exp, as vexp
+inline VecD vexp_ftz(VecD x) { return vexp(x); }
 
