@@ -1,17 +1,17 @@
 // The activation loops, written once over a vector type V. No include guard: activation.cpp includes
 // this through per_isa.h, once per ISA. See activation.h for the strategy and the math.
 
-// Phi(x) = P(X <= x) for a standard normal X.
+// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (which the derivative reuses).
 template <typename V>
-inline V normal_cdf(V x) {
+inline V normal_cdf(V x, V* gauss) {
   using acc_t = typename V::acc_t;
+  *gauss = vexp(x * x * V::set1(acc_t(-0.5)));
   if constexpr (sizeof(acc_t) == 8) {  // fp64 (gradcheck): the C library's erfc, lane by lane
     acc_t lanes[V::W];
     x.store(lanes);
     for (int i = 0; i < V::W; ++i) lanes[i] = acc_t(0.5) * std::erfc(lanes[i] * acc_t(-0.70710678118654752440));
     return V::load(lanes);
   } else {
-    const V y = vabs(x);
     // |x| < 1.3: Phi(x) = 1/2 + x * P(x^2), a minimax fit (relative error of P below 2e-8)
     const V s = x * x;
     V p = V::set1(-6.632304576e-06f);
@@ -21,21 +21,21 @@ inline V normal_cdf(V x) {
     p = V::fma(p, s, V::set1(-6.649012864e-02f));
     p = V::fma(p, s, V::set1(3.989422619e-01f));
     const V near0 = V::fma(p, x, V::set1(0.5f));
-    // 1.3 <= |x| < 5.7: Phi(-|x|) = exp(Q(|x| - 3.5)), Q a minimax fit of log Phi(-y) (absolute error below
-    // 2e-8); beyond 5.7 Phi(-|x|) < 6e-9 is taken as 0 (the fit diverges there)
-    const V u = y - V::set1(3.5f);
-    V q = V::set1(9.943681789e-08f);
-    q = V::fma(q, u, V::set1(-1.205029207e-06f));
-    q = V::fma(q, u, V::set1(9.982883057e-06f));
-    q = V::fma(q, u, V::set1(-7.636658120e-05f));
-    q = V::fma(q, u, V::set1(5.546383909e-04f));
-    q = V::fma(q, u, V::set1(-3.916946240e-03f));
-    q = V::fma(q, u, V::set1(-4.715334177e-01f));
-    q = V::fma(q, u, V::set1(-3.751391172e+00f));
-    q = V::fma(q, u, V::set1(-8.366065025e+00f));
-    const V lower = vselect_lt(y, V::set1(5.7f), vexp(q), V::zero());                  // Phi(-|x|)
-    const V tail = vselect_lt(V::zero(), x, V::set1(1.f) - lower, lower);             // Phi(x)
-    return vselect_lt(y, V::set1(1.3f), near0, tail);  // NaN: tail = 0, so x * Phi(x) stays NaN
+    // |x| >= 1.3: Phi(-|x|) = exp(-x^2/2) * t * H(t), t = 1 / (1 + |x| / (2 sqrt 2)) (erfc's classic
+    // substitution), H a minimax fit on |x| in [1.3, 14] (relative error below 3e-7); beyond, exp(-x^2/2)
+    // underflows to 0 while t * H(t) stays finite (t -> 0), so the tail needs no cut-off and stays relative
+    const V y = vabs(x);
+    const V t = V::set1(1.f) / V::fma(y, V::set1(3.535533845e-01f), V::set1(1.f));
+    V h = V::set1(2.382886410e-02f);
+    h = V::fma(h, t, V::set1(-1.253476292e-01f));
+    h = V::fma(h, t, V::set1(1.392106265e-01f));
+    h = V::fma(h, t, V::set1(4.839326814e-02f));
+    h = V::fma(h, t, V::set1(1.323946267e-01f));
+    h = V::fma(h, t, V::set1(1.399874091e-01f));
+    h = V::fma(h, t, V::set1(1.410983205e-01f));
+    const V lower = *gauss * t * h;                                        // Phi(-|x|)
+    const V tail = vselect_lt(V::zero(), x, V::set1(1.f) - lower, lower);  // Phi(x)
+    return vselect_lt(y, V::set1(1.3f), near0, tail);                      // NaN: tail, NaN
   }
 }
 
@@ -60,13 +60,16 @@ struct Silu {
 
 template <typename V>
 struct Gelu {
-  static V f(V x) { return x * normal_cdf(x); }
+  static V f(V x) {
+    V gauss;
+    return x * normal_cdf(x, &gauss);
+  }
   static void f_df(V x, V* f, V* df) {
     using acc_t = typename V::acc_t;
-    const V cdf = normal_cdf(x);
-    const V pdf = vexp(x * x * V::set1(acc_t(-0.5))) * V::set1(acc_t(0.39894228040143267794));
+    V gauss;
+    const V cdf = normal_cdf(x, &gauss);
     *f = x * cdf;
-    *df = V::fma(x, pdf, cdf);  // Phi + x phi
+    *df = V::fma(x * gauss, V::set1(acc_t(0.39894228040143267794)), cdf);  // Phi + x phi
   }
 };
 
@@ -89,9 +92,10 @@ struct GeluTanh {
   }
 };
 
-// One contiguous run of `len` outputs: y = act(a) (* b when gated).
+// One contiguous run of `len` outputs: y = act(a) (* b when gated). `flatten` inlines the whole activation
+// (vexp included) into the loop, so its constants stay in registers: about 30% fewer cycles for gelu.
 template <typename V, typename Act, bool kGated, typename T>
-inline void forward_run(const T* a, const T* b, T* y, int64_t len) {
+[[gnu::flatten]] inline void forward_run(const T* a, const T* b, T* y, int64_t len) {
   constexpr int W = V::W;
   int64_t i = 0;
   for (; i + W <= len; i += W) {
@@ -108,7 +112,7 @@ inline void forward_run(const T* a, const T* b, T* y, int64_t len) {
 
 // One run of `len` gradients: da = g * act'(a) (* b when gated), and when gated db = g * act(a).
 template <typename V, typename Act, bool kGated, typename T>
-inline void backward_run(const T* g, const T* a, const T* b, T* da, T* db, int64_t len) {
+[[gnu::flatten]] inline void backward_run(const T* g, const T* a, const T* b, T* da, T* db, int64_t len) {
   constexpr int W = V::W;
   for (int64_t i = 0; i < len; i += W) {
     const int64_t m = len - i < W ? len - i : W;
