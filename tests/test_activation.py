@@ -308,6 +308,21 @@ def test_dispatch_keys_and_schema():
         assert [str(r.type) for r in getattr(OPS, op).default._schema.returns] == ["Tensor"]
 
 
+def test_meta_kernels_shapes_and_checks():
+    x = torch.empty(5, 3, 2 * 7, device="meta", dtype=torch.bfloat16)
+    g = torch.empty(5, 3, 7, device="meta", dtype=torch.bfloat16)
+    for out, shape in [(OPS.silu_and_mul(x), (5, 3, 7)), (OPS.gelu_and_mul(x, "tanh"), (5, 3, 7)),
+                       (OPS.gelu(x, "none"), x.shape), (OPS.silu_and_mul_backward(g, x), x.shape),
+                       (OPS.gelu_and_mul_backward(g, x, "none"), x.shape), (OPS.gelu_backward(x, x, "tanh"), x.shape)]:
+        assert out.shape == shape and out.dtype == torch.bfloat16 and out.device.type == "meta"
+    with pytest.raises(ValueError, match=r"^yirage.silu_and_mul: x must have an even last dim"):
+        OPS.silu_and_mul(torch.empty(2, 5, device="meta"))
+    with pytest.raises(ValueError, match=r'^yirage.gelu: approximate must be "none" or "tanh", got "x"$'):
+        OPS.gelu(x, "x")
+    with pytest.raises(ValueError, match=r"^yirage.gelu_and_mul_backward: grad_out must have shape"):
+        OPS.gelu_and_mul_backward(x, x, "none")
+
+
 X = torch.randn(4, 16)
 G = torch.randn(4, 8)
 
