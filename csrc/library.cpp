@@ -33,7 +33,13 @@ TORCH_LIBRARY(yirage, m) {
   m.def("silu_and_mul(Tensor x) -> Tensor", tags);
   m.def("gelu_and_mul(Tensor x, str approximate=\"none\") -> Tensor", tags);
   m.def("gelu(Tensor x, str approximate=\"none\") -> Tensor", tags);
-  // (activation backward ops go here)
+  // Backward ops of the activations (the gradient wrt x, contiguous, x's shape and dtype):
+  //   silu_and_mul_backward / gelu_and_mul_backward: grad_out (..., d) and x (..., 2*d); both halves of
+  //     grad_x in one pass: [grad_out * b * act'(a), grad_out * act(a)] with a = x[..., :d], b = x[..., d:].
+  //   gelu_backward: grad_out * gelu'(x), grad_out of x's shape.
+  m.def("silu_and_mul_backward(Tensor grad_out, Tensor x) -> Tensor", tags);
+  m.def("gelu_and_mul_backward(Tensor grad_out, Tensor x, str approximate=\"none\") -> Tensor", tags);
+  m.def("gelu_backward(Tensor grad_out, Tensor x, str approximate=\"none\") -> Tensor", tags);
 
   // ---- rotary embedding ----
   m.def("rotary_embedding(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved=False)"

@@ -66,6 +66,34 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 # ---- activations ----
 
 
+def silu_and_mul(x: Tensor) -> Tensor:
+    """SwiGLU: ``silu(x[..., :d]) * x[..., d:]`` with ``d = x.shape[-1] // 2``, in one pass, rounded once.
+
+    Shapes: x ``(..., 2*d)`` (last dim even, at least 1 dim); returns ``(..., d)`` (contiguous), x's dtype.
+    dtypes: float32, float16, bfloat16 (float64 on CPU); fp32 math. Differentiable in x.
+    """
+    return torch.ops.yirage.silu_and_mul(x)
+
+
+def gelu_and_mul(x: Tensor, approximate: str = "none") -> Tensor:
+    """GeGLU: ``gelu(x[..., :d], approximate) * x[..., d:]`` with ``d = x.shape[-1] // 2``, in one pass.
+
+    ``approximate`` is ``"none"`` (exact, erf) or ``"tanh"``, as ``torch.nn.functional.gelu``.
+    Shapes: x ``(..., 2*d)`` (last dim even, at least 1 dim); returns ``(..., d)`` (contiguous), x's dtype.
+    dtypes: float32, float16, bfloat16 (float64 on CPU); fp32 math. Differentiable in x.
+    """
+    return torch.ops.yirage.gelu_and_mul(x, approximate)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU, as ``torch.nn.functional.gelu``: ``x * Phi(x)`` (``"none"``) or its tanh approximation (``"tanh"``).
+
+    Shapes: any, 0-dim included; returns x's shape (contiguous) and dtype.
+    dtypes: float32, float16, bfloat16 (float64 on CPU); fp32 math. Differentiable in x.
+    """
+    return torch.ops.yirage.gelu(x, approximate)
+
+
 # ---- rotary embedding ----
 
 

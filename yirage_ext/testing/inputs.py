@@ -79,6 +79,15 @@ def softmax_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, dev
 # ---- activations ----
 
 
+def activation_inputs(shape: Sequence[int], dtype: torch.dtype = torch.float32, device="cpu",
+                      layout: str = "contiguous", scale: float = 2.0, seed: int = 0) -> Tensor:
+    """x of `shape` for silu_and_mul / gelu_and_mul ((..., 2*d)) and gelu (any shape): normals times
+    `scale`, so both branches of the activations (|x| below and above ~1.3) are exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(tuple(shape), generator=gen) * scale).to(dtype=dtype, device=device)
+    return _layout(x, layout, gen) if x.dim() > 0 else x
+
+
 # ---- rotary embedding ----
 
 ROTARY_LAYOUTS = ("contiguous", "qkv", "transposed", "strided", "broadcast")

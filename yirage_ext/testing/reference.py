@@ -3,6 +3,7 @@
 Plain PyTorch in float64, independent of the library (never calls torch.ops.yirage)."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -68,6 +69,35 @@ def log_softmax_ref(x: Tensor, dim: int = -1) -> Tensor:
 
 
 # ---- activations ----
+
+
+def _gelu64(x: Tensor, approximate: str) -> Tensor:
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def _halves(x: Tensor) -> Tuple[Tensor, Tensor]:
+    xd = x.double()
+    d = xd.shape[-1] // 2
+    return xd[..., :d], xd[..., d:]
+
+
+def silu_and_mul_ref(x: Tensor) -> Tensor:
+    """a / (1 + exp(-a)) * b with (a, b) the halves of the last dim, in float64."""
+    a, b = _halves(x)
+    return a * torch.sigmoid(a) * b
+
+
+def gelu_and_mul_ref(x: Tensor, approximate: str = "none") -> Tensor:
+    """gelu(a) * b with (a, b) the halves of the last dim, in float64."""
+    a, b = _halves(x)
+    return _gelu64(a, approximate) * b
+
+
+def gelu_ref(x: Tensor, approximate: str = "none") -> Tensor:
+    """x/2 (1 + erf(x / sqrt 2)), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for "tanh", in float64."""
+    return _gelu64(x.double(), approximate)
 
 
 # ---- rotary embedding ----
