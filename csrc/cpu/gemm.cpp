@@ -1,0 +1,110 @@
+// The CPU GEMM with a fused epilogue (see gemm.h).
+#include "cpu/gemm.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+
+#include <algorithm>
+
+#include "common/cpu_launch.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_epilogue.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#define YR_X86_CPUID 1
+#endif
+
+namespace yirage {
+namespace {
+
+namespace k = kernels::cpu;
+
+#if YR_X86_CPUID
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg] >> bit) & 1u;
+}
+#endif
+
+// Whether torch's CPU GEMM has a native kernel for this half type here (its oneDNN path: AVX-512 for bf16,
+// AVX512-FP16 for fp16, or AVX-NE-CONVERT for both); otherwise it runs a scalar fallback loop.
+bool torch_has_native_half_gemm(at::ScalarType t) {
+#if YR_X86_CPUID
+  static const bool ne_convert = k::best_isa() >= k::Isa::avx2 && cpuid_bit(7, 1, 3, 5);  // EDX bit 5
+  static const bool avx512fp16 = k::best_isa() == k::Isa::avx512 && cpuid_bit(7, 0, 3, 23);
+  static const bool avx512 = k::best_isa() == k::Isa::avx512;
+  return ne_convert || (t == at::kBFloat16 ? avx512 : avx512fp16);
+#else
+  (void)t;
+  return true;
+#endif
+}
+
+// Rows per block of the fp32 path: about 4 MiB of fp32 product (in the last-level cache for the epilogue),
+// never fewer than 128 rows so that each sgemm still amortizes its packing of b.
+int64_t fp32_block_rows(int64_t m, int64_t n) {
+  const int64_t rows = std::max<int64_t>(128, (int64_t{1} << 20) / std::max<int64_t>(n, 1));
+  return std::min(rows, m);
+}
+
+// out = epilogue(in) over the rows of a block; `in` undefined means zeros (K = 0).
+void apply_epilogue(const char* op, const at::Tensor& out, const at::Tensor& in, const GemmEpilogue& e,
+                    int64_t row0) {
+  k::LinearEpilogue p;
+  p.dtype = cpu_kernel_dtype(op, out.scalar_type());
+  p.in = in.defined() ? in.const_data_ptr() : nullptr;
+  p.in_stride = in.defined() ? in.stride(0) : 0;
+  p.in_dtype = in.defined() ? cpu_kernel_dtype(op, in.scalar_type()) : p.dtype;
+  p.bias = e.bias.defined() ? e.bias.const_data_ptr() : nullptr;
+  p.out = out.data_ptr();
+  p.out_stride = out.stride(0);
+  p.pre = e.pre.defined() ? static_cast<char*>(e.pre.data_ptr()) + row0 * e.pre.stride(0) * e.pre.element_size()
+                          : nullptr;
+  TORCH_CHECK(!e.pre.defined() || e.pre.stride(0) == out.stride(0), "yirage.", op,
+              ": internal error: pre and out row strides differ");
+  p.rows = out.size(0);
+  p.cols = out.size(1);
+  p.act = e.act;
+  cpu_for_rows(op, p.rows, p.cols, [&](int64_t b0, int64_t e0) { return k::linear_epilogue(p, b0, e0); });
+}
+
+}  // namespace
+
+bool gemm_via_fp32(at::ScalarType dtype, int64_t m, int64_t n, int64_t k) {
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) return false;
+  // a row vector: torch's half gemv kernel reads the operands directly; tiny products: not worth the copies
+  if (m <= 1 || m * n * k < (int64_t{1} << 15)) return false;
+  return !torch_has_native_half_gemm(dtype);
+}
+
+void gemm_into(const char* op, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+               const GemmEpilogue& e) {
+  const int64_t m = out.size(0), n = out.size(1), kdim = a.size(1);
+  if (m == 0 || n == 0) return;
+  if (kdim == 0) {
+    if (e.any()) apply_epilogue(op, out, at::Tensor(), e, 0);
+    else out.zero_();
+    return;
+  }
+  const bool via_fp32 = out.scalar_type() != at::kFloat && a.scalar_type() == at::kFloat;
+  if (!via_fp32 && !gemm_via_fp32(out.scalar_type(), m, n, kdim)) {
+    at::Tensor o = out;
+    at::cpu::mm_out(o, a, b);
+    if (e.any()) apply_epilogue(op, out, out, e, 0);
+    return;
+  }
+  const at::Tensor b32 = b.to(at::kFloat);
+  const int64_t rows = fp32_block_rows(m, n);
+  const at::Tensor scratch = at::empty({rows, n}, out.options().dtype(at::kFloat));
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t nr = std::min(rows, m - r0);
+    at::Tensor c = scratch.narrow(0, 0, nr);
+    at::cpu::mm_out(c, a.narrow(0, r0, nr).to(at::kFloat), b32);
+    apply_epilogue(op, out.narrow(0, r0, nr), c, e, r0);
+  }
+}
+
+}  // namespace yirage
