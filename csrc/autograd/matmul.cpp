@@ -1,7 +1,7 @@
 // Autograd for matmul in C++ (LibTorch users get gradients too). Forward redispatches below Autograd;
 // backward is two matmuls through the dispatcher (so every backend supplies its own, and double backward
 // works): grad_a = grad @ b^T and grad_b = a^T @ grad, each summed over the batch dims its input broadcast.
-// Saved: a and b.
+// Saved: a and b. Sizes are read as SymInts, so torch.compile traces this without specializing them.
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -33,16 +33,15 @@ class MatmulFunction : public torch::autograd::Function<MatmulFunction> {
     const at::Tensor &a = saved[0], &b = saved[1], &g = grads[0];
     at::Tensor ga, gb;
     if (ctx->needs_input_grad(0)) {
-      ga = at::sum_to(matmul_op().call(g, b.mT()), a.sizes());
+      ga = at::sum_to(matmul_op().call(g, b.mT()), a.sym_sizes());
     }
     if (ctx->needs_input_grad(1)) {
-      const int64_t k = a.size(-1), n = b.size(-1);
       if (b.dim() == 2 && a.dim() > 2) {
         // a b shared by every matrix of a batched a: the batch folds into the contraction, (a rows)^T @ (g rows),
         // one (K, B*M) @ (B*M, N) product and no (B, K, N) intermediate
-        gb = matmul_op().call(a.reshape({-1, k}).mT(), g.reshape({-1, n}));
+        gb = matmul_op().call(a.reshape_symint({-1, a.sym_size(-1)}).mT(), g.reshape_symint({-1, g.sym_size(-1)}));
       } else {
-        gb = at::sum_to(matmul_op().call(a.mT(), g), b.sizes());
+        gb = at::sum_to(matmul_op().call(a.mT(), g), b.sym_sizes());
       }
     }
     return {ga, gb};
