@@ -3,11 +3,13 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/mm_cpu_dispatch.h>
 
 #include <algorithm>
 
 #include "common/cpu_launch.h"
+#include "common/cpu_memory.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_epilogue.h"
 
@@ -43,6 +45,9 @@ bool torch_has_native_half_gemm(at::ScalarType t) {
 #endif
 }
 
+// Rows from which the fp32 path beats torch's half fallback in the dot-product layout (see gemm_via_fp32).
+constexpr int64_t kDotLayoutFp32Rows = 16;
+
 // Rows per block of the fp32 path: about 4 MiB of fp32 product (in the last-level cache for the epilogue),
 // never fewer than 128 rows so that each sgemm still amortizes its packing of b.
 int64_t fp32_block_rows(int64_t m, int64_t n) {
@@ -73,11 +78,25 @@ void apply_epilogue(const char* op, const at::Tensor& out, const at::Tensor& in,
 
 }  // namespace
 
-bool gemm_via_fp32(at::ScalarType dtype, int64_t m, int64_t n, int64_t k) {
-  if (dtype != at::kBFloat16 && dtype != at::kHalf) return false;
-  // a row vector: torch's half gemv kernel reads the operands directly; tiny products: not worth the copies
-  if (m <= 1 || m * n * k < (int64_t{1} << 15)) return false;
-  return !torch_has_native_half_gemm(dtype);
+at::Tensor to_fp32(const at::Tensor& t) {
+  if (t.scalar_type() == at::kFloat) return t;
+  at::Tensor r = t.is_non_overlapping_and_dense()
+                     ? at::empty_strided(t.sizes(), t.strides(), t.options().dtype(at::kFloat))
+                     : at::empty(t.sizes(), t.options().dtype(at::kFloat));
+  advise_huge_pages(r);
+  return r.copy_(t);
+}
+
+bool gemm_via_fp32(const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType dtype = a.scalar_type();
+  if ((dtype != at::kBFloat16 && dtype != at::kHalf) || torch_has_native_half_gemm(dtype)) return false;
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (m * n * k < (int64_t{1} << 15)) return false;  // tiny: not worth the copies
+  // Both operands contiguous along K (x @ weight.T): torch's fallback computes dot products, about a third of
+  // sgemm's speed, and reads the operands as they are; the copies pay off from about 16 rows. In any other
+  // layout the fallback is a strided scalar loop (~100x slower than sgemm): copies win from one row.
+  const bool dot_layout = (a.stride(-1) == 1 || k == 1) && (b.stride(-2) == 1 || k == 1);
+  return !dot_layout || m >= kDotLayoutFp32Rows;
 }
 
 void gemm_into(const char* op, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
@@ -90,19 +109,20 @@ void gemm_into(const char* op, const at::Tensor& out, const at::Tensor& a, const
     return;
   }
   const bool via_fp32 = out.scalar_type() != at::kFloat && a.scalar_type() == at::kFloat;
-  if (!via_fp32 && !gemm_via_fp32(out.scalar_type(), m, n, kdim)) {
+  if (!via_fp32 && !gemm_via_fp32(a, b)) {
     at::Tensor o = out;
     at::cpu::mm_out(o, a, b);
     if (e.any()) apply_epilogue(op, out, out, e, 0);
     return;
   }
-  const at::Tensor b32 = b.to(at::kFloat);
+  const at::Tensor b32 = to_fp32(b);
   const int64_t rows = fp32_block_rows(m, n);
   const at::Tensor scratch = at::empty({rows, n}, out.options().dtype(at::kFloat));
+  advise_huge_pages(scratch);
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t nr = std::min(rows, m - r0);
     at::Tensor c = scratch.narrow(0, 0, nr);
-    at::cpu::mm_out(c, a.narrow(0, r0, nr).to(at::kFloat), b32);
+    at::cpu::mm_out(c, to_fp32(a.narrow(0, r0, nr)), b32);
     apply_epilogue(op, out.narrow(0, r0, nr), c, e, r0);
   }
 }

@@ -27,8 +27,13 @@ struct GemmEpilogue {
   bool any() const { return bias.defined() || act != kernels::Activation::none || pre.defined(); }
 };
 
-// Whether this dtype's product goes through fp32 (see above); m x n x k is the product's size.
-bool gemm_via_fp32(at::ScalarType dtype, int64_t m, int64_t n, int64_t k);
+// Whether a (..., M, K) @ b (..., K, N) goes through fp32 (see above; it depends on the sizes and on whether
+// both operands are contiguous along K, the layout torch's half fallback handles well).
+bool gemm_via_fp32(const at::Tensor& a, const at::Tensor& b);
+
+// t in fp32, in t's own layout where it is dense (a transposed weight stays transposed: a straight copy),
+// in huge pages when large (a fresh multi-megabyte buffer otherwise costs more in page faults than the copy).
+at::Tensor to_fp32(const at::Tensor& t);
 
 // out (M, N) with a contiguous last dim; a (M, K) and b (K, N) with any strides, out's dtype, or fp32 when
 // gemm_via_fp32 holds (callers may convert once for many products). out = epilogue(a @ b).

@@ -69,9 +69,9 @@ at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b) {
       return out;
     }
   }
-  const bool via_fp32 = gemm_via_fp32(a.scalar_type(), m, n, k);
-  const at::Tensor ae = (via_fp32 ? a.to(at::kFloat) : a).expand(a_sizes);
-  const at::Tensor be = (via_fp32 ? b.to(at::kFloat) : b).expand(b_sizes);
+  const bool via_fp32 = gemm_via_fp32(a, b);
+  const at::Tensor ae = (via_fp32 ? to_fp32(a) : a).expand(a_sizes);
+  const at::Tensor be = (via_fp32 ? to_fp32(b) : b).expand(b_sizes);
   if (!via_fp32) {
     auto a3 = view_as(ae, {nbatch, m, k});
     auto b3 = view_as(be, {nbatch, k, n});
