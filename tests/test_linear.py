@@ -161,6 +161,20 @@ def test_backward_op_flags():
     assert OPS.linear_forward(inp.x, inp.weight, None, "none")[1].shape == (0,)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("m,k,n", [(64, 512, 1024), (700, 300, 96)])
+def test_forward_op_saves_pre(dtype, act, m, k, n):
+    # products this size are split over threads (by columns, then by rows): each block writes its part of z
+    inp = linear_inputs((m, k), n, dtype, seed=11)
+    out, pre = OPS.linear_forward(inp.x, inp.weight, inp.bias, act)
+    assert_gemm_close(out, linear_ref(inp.x, inp.weight, inp.bias, act), k, dtype)
+    if act in ("gelu", "gelu_tanh", "silu"):
+        assert_gemm_close(pre, linear_ref(inp.x, inp.weight, inp.bias, "none"), k, dtype)
+    else:
+        assert pre.shape == (0,)
+
+
 def test_gradcheck():
     x = torch.randn(3, 2, 7, dtype=torch.float64, requires_grad=True)
     w = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
