@@ -56,7 +56,16 @@ TORCH_LIBRARY(yirage, m) {
   // ---- GEMM ----
   m.def("matmul(Tensor a, Tensor b) -> Tensor", tags);
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\") -> Tensor", tags);
-  // (GEMM helper/backward ops go here)
+  // linear_forward: linear plus what its backward needs: (out, pre) with pre = z = x @ weight.T + bias (x's
+  //   dtype, out's shape) for the activations whose derivative needs z (gelu, gelu_tanh, silu), else shape (0,).
+  // linear_backward: dz = grad_out * act'(z), act' read from `saved` (z for gelu, gelu_tanh, silu; the forward
+  //   output for relu, since relu' = out > 0; unused for none); grad_x = dz @ weight (x's shape),
+  //   grad_weight = dz^T x (N, K), grad_bias = dz summed over rows (N,); each (0,) when its flag is false.
+  m.def("linear_forward(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\")"
+        " -> (Tensor out, Tensor pre)", tags);
+  m.def("linear_backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? saved=None, str activation=\"none\","
+        " bool x_grad=True, bool weight_grad=True, bool bias_grad=True)"
+        " -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)", tags);
 
   // ---- attention ----
   m.def("attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor", tags);

@@ -120,6 +120,29 @@ def rotary_embedding(
 # ---- GEMM ----
 
 
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` with batch broadcasting, as ``torch.matmul`` for tensors of 2+ dims.
+
+    Shapes: a ``(..., M, K)``, b ``(..., K, N)`` with batch dims that broadcast; returns
+    ``(*broadcast(a.shape[:-2], b.shape[:-2]), M, N)`` (contiguous). Vectors (1-D) are an error: unsqueeze them.
+    dtypes: float32, float16, bfloat16 (float64 on CPU), the same for a and b; bf16/fp16 accumulate in fp32.
+    Broadcast batch dims are not materialized. Differentiable in a and b.
+    """
+    return torch.ops.yirage.matmul(a, b)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "none") -> Tensor:
+    """``act(x @ weight.T + bias)``, the bias and activation applied in the GEMM's epilogue (one output
+    allocation, no separate pass per op).
+
+    Shapes: x ``(..., K)``; weight ``(N, K)`` as in ``F.linear``; bias ``(N,)`` or None; returns ``(..., N)``
+    (contiguous). activation: ``"none"``, ``"relu"``, ``"gelu"`` (erf form), ``"gelu_tanh"`` or ``"silu"``.
+    dtypes: float32, float16, bfloat16 (float64 on CPU), one for all tensors; bf16/fp16 accumulate in fp32.
+    Differentiable in x, weight and bias.
+    """
+    return torch.ops.yirage.linear(x, weight, bias, activation)
+
+
 # ---- attention ----
 
 

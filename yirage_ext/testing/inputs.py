@@ -144,5 +144,56 @@ def rotary_embedding_inputs(shape: Sequence[int], kv_heads: Optional[int] = None
 
 # ---- GEMM ----
 
+GEMM_LAYOUTS = LAYOUTS + ("transposed",)
+
+
+def _gemm_layout(t: Tensor, layout: str, gen: torch.Generator) -> Tensor:
+    """`layout` for a matrix operand: "transposed" is a .mT view of the transposed storage (column-major
+    matrices), the others as _layout (padded rows, or a stride-0 first dim)."""
+    if layout == "transposed":
+        return t.mT.contiguous().mT
+    return _layout(t, layout, gen)
+
+
+@dataclasses.dataclass
+class MatmulInputs:
+    a: Tensor
+    b: Tensor
+
+
+def matmul_inputs(a_shape: Sequence[int], b_shape: Sequence[int], dtype: torch.dtype = torch.float32, device="cpu",
+                  layout: str = "contiguous", seed: int = 0) -> MatmulInputs:
+    """a (..., M, K) ~ N(0, 1) and b (..., K, N) ~ N(0, 1/K), so a @ b is O(1) whatever K. `layout`, one of
+    GEMM_LAYOUTS, applies to both: contiguous, strided (padded rows), broadcast (first dim a stride-0 expand),
+    transposed (column-major matrices)."""
+    gen = torch.Generator().manual_seed(seed)
+    k = a_shape[-1]
+    a = torch.randn(*a_shape, generator=gen).to(dtype=dtype, device=device)
+    b = (torch.randn(*b_shape, generator=gen) / max(k, 1) ** 0.5).to(dtype=dtype, device=device)
+    return MatmulInputs(a=_gemm_layout(a, layout, gen), b=_gemm_layout(b, layout, gen))
+
+
+@dataclasses.dataclass
+class LinearInputs:
+    x: Tensor
+    weight: Tensor
+    bias: Optional[Tensor]
+
+
+def linear_inputs(x_shape: Sequence[int], n: int, dtype: torch.dtype = torch.float32, device="cpu", bias: bool = True,
+                  layout: str = "contiguous", seed: int = 0) -> LinearInputs:
+    """x (..., K) ~ N(0, 1), weight (N, K) ~ N(0, 1/K) (as nn.Linear's scale, so z is O(1) and of both signs),
+    bias (N,) ~ N(0, 1/4). `layout`, one of GEMM_LAYOUTS, applies to x and weight: strided (padded rows),
+    broadcast (x's first dim a stride-0 expand), transposed (x and weight column-major: weight is the .t() of
+    a (K, N) tensor)."""
+    gen = torch.Generator().manual_seed(seed)
+    k = x_shape[-1]
+    x = torch.randn(*x_shape, generator=gen).to(dtype=dtype, device=device)
+    w = (torch.randn(n, k, generator=gen) / max(k, 1) ** 0.5).to(dtype=dtype, device=device)
+    b = (torch.randn(n, generator=gen) * 0.5).to(dtype=dtype, device=device) if bias else None
+    x = _gemm_layout(x, layout, gen) if x.dim() >= 2 or layout != "transposed" else x
+    w = w if layout == "broadcast" else _gemm_layout(w, layout, gen)
+    return LinearInputs(x=x, weight=w, bias=b)
+
 
 # ---- attention ----

@@ -134,5 +134,56 @@ def rotary_embedding_ref(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor,
 
 # ---- GEMM ----
 
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
+
+
+def gemm_tolerance(dtype: torch.dtype, k: int) -> Tuple[float, float]:
+    """(atol, rtol) for GEMM outputs of size O(1) (the input factories scale b and weight by 1/sqrt(K)).
+
+    The per-dtype TOLERANCES, with the float32/float64 atol grown by sqrt(K / 64): a K-term sum rounds
+    K times, and those errors add up like a random walk. bf16/fp16 results accumulate in fp32, so their
+    error is the output rounding (at most about 1 ulp: the product may be rounded before the bias and
+    activation are applied, as in unfused torch code), independent of K."""
+    atol, rtol = TOLERANCES[dtype]
+    if dtype in (torch.float32, torch.float64):
+        atol *= max(1.0, (k / 64) ** 0.5)
+    return atol, rtol
+
+
+def assert_gemm_close(actual: Tensor, expected: Tensor, k: int, dtype: Optional[torch.dtype] = None,
+                      msg: str = "") -> None:
+    """assert_close with gemm_tolerance(dtype, k)."""
+    atol, rtol = gemm_tolerance(dtype or actual.dtype, k)
+    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True,
+                               msg=(lambda m: f"{msg}\n{m}") if msg else None)
+
+
+def matmul_ref(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b with batch broadcasting, in float64."""
+    return torch.matmul(a.double(), b.double())
+
+
+def activation_ref(z: Tensor, activation: str = "none") -> Tensor:
+    """The activations of linear, in z's dtype (float64 for the reference)."""
+    if activation == "none":
+        return z
+    if activation == "relu":
+        return torch.relu(z)
+    if activation == "gelu":
+        return torch.nn.functional.gelu(z)
+    if activation == "gelu_tanh":
+        return torch.nn.functional.gelu(z, approximate="tanh")
+    if activation == "silu":
+        return torch.nn.functional.silu(z)
+    raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation: str = "none") -> Tensor:
+    """act(x @ weight.T + bias), in float64."""
+    z = torch.matmul(x.double(), weight.double().t())
+    if bias is not None:
+        z = z + bias.double()
+    return activation_ref(z, activation)
+
 
 # ---- attention ----

@@ -1,0 +1,23 @@
+// Portable matmul with ATen ops (fp32 accumulation: half types are multiplied in fp32 and rounded once),
+// registered for MPS and PrivateUse1. Also the readable statement of what the op computes.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "ops/matmul.h"
+
+namespace yirage {
+namespace {
+
+at::Tensor matmul_portable(const at::Tensor& a, const at::Tensor& b) {
+  check_matmul("matmul", a, b);
+  const at::ScalarType acc = a.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return at::matmul(a.to(acc), b.to(acc)).to(a.scalar_type()).contiguous();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(yirage, MPS, m) { m.impl("matmul", &matmul_portable); }
+
+TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) { m.impl("matmul", &matmul_portable); }
+
+}  // namespace yirage
