@@ -1,0 +1,119 @@
+// Block sizes and scratch layout of the attention kernels; instantiates the tile loops once per ISA and
+// picks one at run time (isa.h).
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace yirage::kernels::cpu {
+namespace {
+
+// Scratch regions start on 64-byte boundaries (16 floats; 8 doubles use 128 bytes, harmless).
+constexpr int64_t kAlign = 16;
+int64_t padded(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Offsets (in accumulation-type elements) of one thread's forward scratch: the score tile S/P (BQ, BK),
+// the output accumulator (BQ, D), converted Q (BQ, D), K and V (BK, D) tiles, and the row max and sum.
+struct FwdScratch {
+  int64_t s, acc, q, k, v, m, l, total;
+};
+FwdScratch fwd_scratch(int64_t bq, int64_t bk, int64_t d) {
+  FwdScratch o{};
+  int64_t at = 0;
+  const auto take = [&](int64_t n) { const int64_t r = at; at += padded(n); return r; };
+  o.s = take(bq * bk);
+  o.acc = take(bq * d);
+  o.q = take(bq * d);
+  o.k = take(bk * d);
+  o.v = take(bk * d);
+  o.m = take(bq);
+  o.l = take(bq);
+  o.total = at;
+  return o;
+}
+
+// The backward's: converted Q and dO of a whole head (Sq, D), the dQ accumulator (Sq, D), D_i (Sq),
+// converted K and V tiles and the dK, dV accumulators (BK, D), and the P and dP/dS tiles (BQ, BK).
+struct BwdScratch {
+  int64_t q, dout, dq, di, k, v, dk, dv, s, dp, total;
+};
+BwdScratch bwd_scratch(int64_t sq, int64_t bq, int64_t bk, int64_t d) {
+  BwdScratch o{};
+  int64_t at = 0;
+  const auto take = [&](int64_t n) { const int64_t r = at; at += padded(n); return r; };
+  o.q = take(sq * d);
+  o.dout = take(sq * d);
+  o.dq = take(sq * d);
+  o.di = take(sq);
+  o.k = take(bk * d);
+  o.v = take(bk * d);
+  o.dk = take(bk * d);
+  o.dv = take(bk * d);
+  o.s = take(bq * bk);
+  o.dp = take(bq * bk);
+  o.total = at;
+  return o;
+}
+
+size_t acc_size(DType t) { return t == DType::f64 ? sizeof(double) : sizeof(float); }
+
+size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+}  // namespace yirage::kernels::cpu
+
+#define YR_KERNEL_IMPL "attention_impl.h"
+#include "per_isa.h"
+
+namespace yirage::kernels::cpu {
+
+// Forward blocks: BQ query rows share each K/V tile (256 rows for long sequences: the GEMMs run near
+// BLAS peak and a K/V tile is reused 256 times), BK = 512 keys per tile; S is then 512 KiB of fp32.
+AttentionPlan attention_forward_plan(AttentionForward& p) {
+  const AttentionDims& d = p.dims;
+  const int64_t bq = d.seq_q >= 768 ? 256 : d.seq_q >= 192 ? 64 : 32;
+  p.block_q = std::max<int64_t>(1, std::min(bq, d.seq_q));
+  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(512, d.seq_kv));
+  AttentionPlan plan;
+  plan.tasks = d.batch * d.heads_q * ((d.seq_q + p.block_q - 1) / p.block_q);
+  plan.scratch_bytes = round64(size_t(fwd_scratch(p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+  return plan;
+}
+
+// Backward blocks: square 256 x 256 tiles keep all five GEMMs (inner dims D, BK or BQ) large.
+AttentionPlan attention_backward_plan(AttentionBackward& p) {
+  const AttentionDims& d = p.dims;
+  p.block_q = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_q));
+  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_kv));
+  AttentionPlan plan;
+  plan.tasks = d.batch * d.heads_q;
+  plan.scratch_bytes =
+      round64(size_t(bwd_scratch(d.seq_q, p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+  return plan;
+}
+
+Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t task_end, void* scratch) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0) {
+    return Status::invalid_argument;
+  }
+  if (p.dims.dtype == DType::f64) {
+    return generic::attn_forward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
+  }
+  YR_DISPATCH_ISA(attn_forward_dispatch, p, task_begin, task_end, scratch);
+}
+
+Status attention_backward(const AttentionBackward& p, int64_t task_begin, int64_t task_end, void* scratch) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0) {
+    return Status::invalid_argument;
+  }
+  if (p.dims.dtype == DType::f64) {
+    return generic::attn_backward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
+  }
+  YR_DISPATCH_ISA(attn_backward_dispatch, p, task_begin, task_end, scratch);
+}
+
+}  // namespace yirage::kernels::cpu

@@ -1,0 +1,256 @@
+// The attention tile loops, written once over a vector type V (fp32 lanes, or VecD for fp64) and the
+// storage type T. No include guard: attention.cpp includes this through per_isa.h, once per ISA. See
+// attention.h for the algorithm; the GEMMs go through the caller's GemmCallback.
+
+// {0, 1, ..., W-1}: compared with a lane count to keep the first lanes of a tail.
+template <typename V>
+inline V lane_index() {
+  typename V::acc_t idx[V::W];
+  for (int i = 0; i < V::W; ++i) idx[i] = typename V::acc_t(i);
+  return V::load(idx);
+}
+
+// n elements of T to the accumulation type.
+template <typename V, typename T>
+inline void convert_row(const T* src, typename V::acc_t* dst, int64_t n) {
+  constexpr int W = V::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::load(src + i).store(dst + i);
+  if (i < n) store_n(load_n<V>(src + i, n - i), dst + i, n - i);
+}
+
+// dst[0, n) = src * c, rounded to T.
+template <typename V, typename T>
+inline void scale_row_to(const typename V::acc_t* src, int64_t n, typename V::acc_t c, T* dst) {
+  constexpr int W = V::W;
+  const V vc = V::set1(c);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) (V::load(src + i) * vc).store(dst + i);
+  if (i < n) store_n(load_n<V>(src + i, n - i) * vc, dst + i, n - i);
+}
+
+// A tile of `rows` rows of d elements (row stride ld) as a GEMM operand of the accumulation type: the
+// tile itself when T is that type and the rows are BLAS-compatible (ld >= d), else a copy in buf (row
+// stride d). *ld_out gets the operand's row stride.
+template <typename V, typename T>
+inline const typename V::acc_t* gemm_operand(const T* src, int64_t ld, int64_t rows, int64_t d,
+                                             typename V::acc_t* buf, int64_t* ld_out) {
+  using A = typename V::acc_t;
+  if constexpr (std::is_same_v<T, A>) {
+    if (ld >= d) {
+      *ld_out = ld;
+      return src;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) convert_row<V>(src + r * ld, buf + r * d, d);
+  *ld_out = d;
+  return buf;
+}
+
+// One row of a score tile s[0, nk), of which the first `vis` columns are visible: replaces s by
+// P = exp(s - m_new) (0 in the hidden columns), updates the running max *m and sum *l and returns the
+// factor alpha = exp(m_old - m_new) the row's accumulator must be scaled by. A row that has seen no key
+// yet keeps m = -inf, l = 0 (its exponent base is taken as 0, so nothing becomes NaN).
+template <typename V>
+inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t* m,
+                                            typename V::acc_t* l) {
+  using A = typename V::acc_t;
+  constexpr int W = V::W;
+  const A ninf = -std::numeric_limits<A>::infinity();
+  const V idx = lane_index<V>();
+  V vm = V::set1(ninf);
+  int64_t c = 0;
+  for (; c + W <= vis; c += W) vm = vmax(vm, V::load(s + c));
+  if (c < vis) vm = vmax(vm, vselect_lt(idx, V::set1(A(vis - c)), load_n<V>(s + c, vis - c), V::set1(ninf)));
+  const A m_new = std::max(*m, vm.max());
+  const A base = m_new == ninf ? A(0) : m_new;
+  const V vb = V::set1(base);
+  V sum = V::zero();
+  for (c = 0; c + W <= vis; c += W) {
+    const V e = vexp(V::load(s + c) - vb);
+    sum = sum + e;
+    e.store(s + c);
+  }
+  if (c < vis) {
+    const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp(load_n<V>(s + c, vis - c) - vb), V::zero());
+    sum = sum + e;
+    store_n(e, s + c, vis - c);
+  }
+  if (vis < nk) std::memset(s + vis, 0, size_t(nk - vis) * sizeof(A));
+  const A alpha = std::exp(*m - base);  // exp(-inf) = 0 for the first visible tile
+  *l = *l * alpha + sum.sum();
+  *m = m_new;
+  return alpha;
+}
+
+// s[0, nk) = exp(s - lse) for the first `vis` columns, 0 for the rest (and for a row with lse = -inf,
+// which sees no key).
+template <typename V>
+inline void probs_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t lse) {
+  using A = typename V::acc_t;
+  constexpr int W = V::W;
+  if (lse == -std::numeric_limits<A>::infinity()) vis = 0;
+  const V vl = V::set1(lse);
+  int64_t c = 0;
+  for (; c + W <= vis; c += W) vexp(V::load(s + c) - vl).store(s + c);
+  if (c < vis) store_n(vexp(load_n<V>(s + c, vis - c) - vl), s + c, vis - c);
+  if (vis < nk) std::memset(s + vis, 0, size_t(nk - vis) * sizeof(A));
+}
+
+// dp[0, n) = p * (dp - di): the score gradient dS from the probabilities and dP = dO V^T.
+template <typename V>
+inline void score_grad_row(const typename V::acc_t* p, typename V::acc_t* dp, int64_t n, typename V::acc_t di) {
+  constexpr int W = V::W;
+  const V vd = V::set1(di);
+  int64_t c = 0;
+  for (; c + W <= n; c += W) (V::load(p + c) * (V::load(dp + c) - vd)).store(dp + c);
+  for (; c < n; ++c) dp[c] = p[c] * (dp[c] - di);
+}
+
+// sum(a * b) over n elements of T, in the accumulation type.
+template <typename V, typename T>
+inline typename V::acc_t dot_row(const T* a, const T* b, int64_t n) {
+  constexpr int W = V::W;
+  V acc = V::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = V::fma(V::load(a + i), V::load(b + i), acc);
+  if (i < n) acc = V::fma(load_n<V>(a + i, n - i), load_n<V>(b + i, n - i), acc);
+  return acc.sum();
+}
+
+// Visible columns of a key tile [j0, j0 + nk) for query row i: keys j <= i + off under the causal mask.
+inline int64_t visible_keys(bool causal, int64_t i, int64_t off, int64_t j0, int64_t nk) {
+  return causal ? std::clamp<int64_t>(i + off - j0 + 1, 0, nk) : nk;
+}
+
+template <typename V, typename T>
+Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end, void* scratch) {
+  using A = typename V::acc_t;
+  constexpr bool f64 = sizeof(A) == 8;
+  const AttentionDims& d = p.dims;
+  const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
+  const int64_t blocks = (Sq + BQ - 1) / BQ, group = d.heads_q / d.heads_kv, off = Sk - Sq;
+  const FwdScratch L = fwd_scratch(BQ, BK, D);
+  A* const base = static_cast<A*>(scratch);
+  A *s = base + L.s, *acc = base + L.acc, *m = base + L.m, *l = base + L.l;
+  const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
+                        const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
+    p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+  };
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t bh = t / blocks, i0 = (t % blocks) * BQ, mq = std::min(BQ, Sq - i0);
+    const int64_t b = bh / d.heads_q, hq = bh % d.heads_q, hk = hq / group;
+    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + hq * p.q_strides.h + i0 * p.q_strides.s;
+    const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
+    const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
+    // keys [0, kend) are visible to some row of this block
+    const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
+    int64_t ldq, ldk, ldv;
+    const A* qa = gemm_operand<V>(q, p.q_strides.s, mq, D, base + L.q, &ldq);
+    std::fill(m, m + mq, -std::numeric_limits<A>::infinity());
+    std::fill(l, l + mq, A(0));
+    std::fill(acc, acc + mq * D, A(0));
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+      const int64_t nk = std::min(BK, kend - j0);
+      const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
+      gemm(false, true, mq, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S (mq, nk) = scale Q K^T
+      for (int64_t r = 0; r < mq; ++r) {
+        const A alpha = online_softmax_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r, off, j0, nk), m + r,
+                                              l + r);
+        if (alpha != A(1)) scale_row_to<V>(acc + r * D, D, alpha, acc + r * D);
+      }
+      const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
+      gemm(false, false, mq, D, nk, 1.0, s, BK, va, ldv, 1.0, acc, D);  // O (mq, D) += P V
+    }
+    T* out = static_cast<T*>(p.out) + (bh * Sq + i0) * D;
+    A* lse = p.lse ? static_cast<A*>(p.lse) + bh * Sq + i0 : nullptr;
+    for (int64_t r = 0; r < mq; ++r) {
+      scale_row_to<V>(acc + r * D, D, l[r] > A(0) ? A(1) / l[r] : A(0), out + r * D);
+      if (lse) lse[r] = l[r] > A(0) ? m[r] + std::log(l[r]) : -std::numeric_limits<A>::infinity();
+    }
+  }
+  return Status::ok;
+}
+
+template <typename V, typename T>
+Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t end, void* scratch) {
+  using A = typename V::acc_t;
+  constexpr bool f64 = sizeof(A) == 8;
+  const AttentionDims& d = p.dims;
+  const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
+  const int64_t group = d.heads_q / d.heads_kv, off = Sk - Sq;
+  const BwdScratch L = bwd_scratch(Sq, BQ, BK, D);
+  A* const base = static_cast<A*>(scratch);
+  A *dq = base + L.dq, *di = base + L.di, *dk = base + L.dk, *dv = base + L.dv, *s = base + L.s, *dp = base + L.dp;
+  const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
+                        const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
+    p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+  };
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const int64_t b = bh / d.heads_q, hq = bh % d.heads_q, hk = hq / group;
+    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + hq * p.q_strides.h;
+    const T* go = static_cast<const T*>(p.grad_out) + b * p.grad_out_strides.b + hq * p.grad_out_strides.h;
+    const T* o = static_cast<const T*>(p.out) + b * p.out_strides.b + hq * p.out_strides.h;
+    const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
+    const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
+    const A* lse = static_cast<const A*>(p.lse) + bh * Sq;
+    int64_t ldq, ldg, ldk, ldv;
+    const A* qa = gemm_operand<V>(q, p.q_strides.s, Sq, D, base + L.q, &ldq);
+    const A* ga = gemm_operand<V>(go, p.grad_out_strides.s, Sq, D, base + L.dout, &ldg);
+    for (int64_t i = 0; i < Sq; ++i) di[i] = dot_row<V>(go + i * p.grad_out_strides.s, o + i * p.out_strides.s, D);
+    std::fill(dq, dq + Sq * D, A(0));
+    for (int64_t j0 = 0; j0 < Sk; j0 += BK) {
+      const int64_t nk = std::min(BK, Sk - j0);
+      // the first query row that sees key j0 (bottom-right causal alignment)
+      const int64_t qstart = d.causal ? std::max<int64_t>(0, j0 - off) : 0;
+      std::fill(dk, dk + nk * D, A(0));
+      std::fill(dv, dv + nk * D, A(0));
+      if (qstart < Sq) {
+        const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
+        const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
+        for (int64_t i0 = qstart / BQ * BQ; i0 < Sq; i0 += BQ) {
+          const int64_t mq = std::min(BQ, Sq - i0);
+          const A *qi = qa + i0 * ldq, *gi = ga + i0 * ldg;
+          gemm(false, true, mq, nk, D, d.scale, qi, ldq, ka, ldk, 0.0, s, BK);  // S = scale Q_i K_j^T
+          for (int64_t r = 0; r < mq; ++r) {
+            probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r, off, j0, nk), lse[i0 + r]);
+          }
+          gemm(true, false, nk, D, mq, 1.0, s, BK, gi, ldg, 1.0, dv, D);   // dV_j += P^T dO_i
+          gemm(false, true, mq, nk, D, 1.0, gi, ldg, va, ldv, 0.0, dp, BK);  // dP = dO_i V_j^T
+          for (int64_t r = 0; r < mq; ++r) score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[i0 + r]);
+          gemm(false, false, mq, D, nk, d.scale, dp, BK, ka, ldk, 1.0, dq + i0 * D, D);  // dQ_i += scale dS K_j
+          gemm(true, false, nk, D, mq, d.scale, dp, BK, qi, ldq, 1.0, dk, D);            // dK_j += scale dS^T Q_i
+        }
+      }
+      if (group == 1) {
+        const int64_t at = (bh * Sk + j0) * D;  // bh = b * Hk + hk when Hq == Hk
+        scale_row_to<V>(dk, nk * D, A(1), static_cast<T*>(p.grad_k) + at);
+        scale_row_to<V>(dv, nk * D, A(1), static_cast<T*>(p.grad_v) + at);
+      } else {
+        const int64_t at = (bh * Sk + j0) * D;  // per-query-head partials, (B, Hq, Sk, D)
+        std::memcpy(static_cast<A*>(p.grad_k) + at, dk, size_t(nk * D) * sizeof(A));
+        std::memcpy(static_cast<A*>(p.grad_v) + at, dv, size_t(nk * D) * sizeof(A));
+      }
+    }
+    scale_row_to<V>(dq, Sq * D, A(1), static_cast<T*>(p.grad_q) + bh * Sq * D);
+  }
+  return Status::ok;
+}
+
+inline Status attn_forward_dispatch(const AttentionForward& p, int64_t begin, int64_t end, void* scratch) {
+  switch (p.dims.dtype) {
+    case DType::f32: return attn_forward_tasks<Vec, float>(p, begin, end, scratch);
+    case DType::f16: return attn_forward_tasks<Vec, f16>(p, begin, end, scratch);
+    case DType::bf16: return attn_forward_tasks<Vec, bf16>(p, begin, end, scratch);
+    default: return Status::unsupported_dtype;
+  }
+}
+
+inline Status attn_backward_dispatch(const AttentionBackward& p, int64_t begin, int64_t end, void* scratch) {
+  switch (p.dims.dtype) {
+    case DType::f32: return attn_backward_tasks<Vec, float>(p, begin, end, scratch);
+    case DType::f16: return attn_backward_tasks<Vec, f16>(p, begin, end, scratch);
+    case DType::bf16: return attn_backward_tasks<Vec, bf16>(p, begin, end, scratch);
+    default: return Status::unsupported_dtype;
+  }
+}
