@@ -127,6 +127,9 @@ def test_noncontiguous_inputs(isa, layout, dtype):
     assert_close(OPS.attention(q, inp.k, inp.v, True, None), attention_ref(q, inp.k, inp.v, True), dtype)
     q = inp.q[:, :, :1].expand(inp.q.shape)
     assert_close(OPS.attention(q, inp.k, inp.v, False, None), attention_ref(q, inp.k, inp.v, False), dtype)
+    # decoding rows of a GQA group stacked by head stride: padded heads, and one head expanded (stride 0)
+    for q in (inp.q[:, :, 3:4], inp.q[:, :1, 3:4].expand(2, 4, 1, 40)):
+        assert_close(OPS.attention(q, inp.k, inp.v, True, None), attention_ref(q, inp.k, inp.v, True), dtype)
 
 
 @pytest.mark.parametrize("shape", [(0, 2, 1, 5, 6, 8), (2, 0, 1, 5, 6, 8), (1, 2, 1, 0, 6, 8), (1, 2, 1, 5, 0, 8)],

@@ -94,7 +94,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& q, 
   p.out = out.data_ptr();
   p.lse = want_lse ? lse.data_ptr() : nullptr;
   p.gemm = {&aten_gemm, nullptr};
-  const k::AttentionPlan plan = k::attention_forward_plan(p);
+  const k::AttentionPlan plan = k::attention_forward_plan(p, at::get_num_threads());
   run_tasks(op, plan, [&](int64_t b, int64_t e, void* s) { return k::attention_forward(p, b, e, s); });
   return {out, lse};
 }
@@ -148,7 +148,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   p.grad_k = dk.data_ptr();
   p.grad_v = dv.data_ptr();
   p.gemm = {&aten_gemm, nullptr};
-  const k::AttentionPlan plan = k::attention_backward_plan(p);
+  const k::AttentionPlan plan = k::attention_backward_plan(p, at::get_num_threads());
   run_tasks(op, plan, [&](int64_t b, int64_t e, void* s) { return k::attention_backward(p, b, e, s); });
   if (group > 1) {
     const std::array<int64_t, 5> grouped = {d.batch, d.heads_kv, group, d.seq_kv, d.head_dim};

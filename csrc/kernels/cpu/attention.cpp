@@ -16,8 +16,9 @@ namespace {
 constexpr int64_t kAlign = 16;
 int64_t padded(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Offsets (in accumulation-type elements) of one thread's forward scratch: the score tile S/P (BQ, BK),
-// the output accumulator (BQ, D), converted Q (BQ, D), K and V (BK, D) tiles, and the row max and sum.
+// Offsets (in accumulation-type elements) of one thread's forward scratch for tiles of R stacked query rows:
+// the score tile S/P (R, BK), the output accumulator (R, D), converted Q (R, D), K and V (BK, D) tiles, and
+// the row max and sum.
 struct FwdScratch {
   int64_t s, acc, q, k, v, m, l, total;
 };
@@ -71,21 +72,31 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 namespace yirage::kernels::cpu {
 
-// Forward blocks: BQ query rows share each K/V tile (256 rows for long sequences: the GEMMs run near
-// BLAS peak and a K/V tile is reused 256 times), BK = 512 keys per tile; S is then 512 KiB of fp32.
-AttentionPlan attention_forward_plan(AttentionForward& p) {
+// Forward blocks: a task's Q tile has about 256 rows (head rows x query rows) for long sequences, so the
+// GEMMs run near BLAS peak and each K/V tile is reused 256 times; fewer rows for short ones, to have tasks
+// for every thread. BK = 512 keys per tile: S is then 512 KiB of fp32.
+AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
   const AttentionDims& d = p.dims;
-  const int64_t bq = d.seq_q >= 768 ? 256 : d.seq_q >= 192 ? 64 : 32;
-  p.block_q = std::max<int64_t>(1, std::min(bq, d.seq_q));
-  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(512, d.seq_kv));
+  const int64_t group = d.heads_q / d.heads_kv, rows_per_kv_head = group * d.seq_q;
+  const int64_t rows = rows_per_kv_head >= 768 ? 256 : rows_per_kv_head >= 192 ? 64 : 32;
+  const int64_t bk = 512;
+  p.block_q = std::max<int64_t>(1, std::min(rows / group, d.seq_q));
+  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(bk, d.seq_kv));
+  const int64_t blocks = (d.seq_q + p.block_q - 1) / p.block_q;
+  // split a group only as far as needed to give every thread a task
+  p.heads_per_task = group;
+  while (p.heads_per_task % 2 == 0 && d.batch * d.heads_kv * (group / p.heads_per_task) * blocks < threads) {
+    p.heads_per_task /= 2;
+  }
   AttentionPlan plan;
-  plan.tasks = d.batch * d.heads_q * ((d.seq_q + p.block_q - 1) / p.block_q);
-  plan.scratch_bytes = round64(size_t(fwd_scratch(p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+  plan.tasks = d.batch * (d.heads_q / p.heads_per_task) * blocks;
+  plan.scratch_bytes =
+      round64(size_t(fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
   return plan;
 }
 
 // Backward blocks: square 256 x 256 tiles keep all five GEMMs (inner dims D, BK or BQ) large.
-AttentionPlan attention_backward_plan(AttentionBackward& p) {
+AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t /*threads*/) {
   const AttentionDims& d = p.dims;
   p.block_q = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_q));
   p.block_kv = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_kv));
@@ -97,7 +108,8 @@ AttentionPlan attention_backward_plan(AttentionBackward& p) {
 }
 
 Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t task_end, void* scratch) {
-  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0 ||
+      p.heads_per_task <= 0 || (p.dims.heads_q / p.dims.heads_kv) % p.heads_per_task != 0) {
     return Status::invalid_argument;
   }
   if (p.dims.dtype == DType::f64) {

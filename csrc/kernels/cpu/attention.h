@@ -5,9 +5,13 @@
 // caller's GEMM (a BLAS behind a callback, see GemmCallback) does them at BLAS speed. Between the GEMMs,
 // vectorized per-ISA loops (isa.h) apply the causal mask, keep the online softmax (running row max m,
 // row sum l, accumulator O rescaled by exp(m_old - m_new) when the max grows) and finish O / l.
-//   forward : one task per (batch, query head, query block); per key block: S = scale Q K^T, P = exp(S - m),
+//   forward : one task per (batch, key/value head, query block), the block's rows of the query heads that
+//             share the key/value head (GQA) stacked into one Q tile, so each K/V tile is read once per group
+//             and decoding (Sq = 1) is a GEMM with one row per query head; the group is split only when
+//             there would be fewer tasks than threads. Per key block: S = scale Q K^T, P = exp(S - m),
 //             O = O * alpha + P V. Output O / l and lse = m + log(l) (-inf, with zeros out, for a query row
-//             that sees no key).
+//             that sees no key). Causal query blocks are handed out long-short-long-short, so the static
+//             thread split gets even work.
 //   backward: one task per (batch, query head); D_i = rowsum(dO * O); per key block j (dK_j, dV_j kept in
 //             scratch) and query block i: P = exp(S - lse), dV_j += P^T dO_i, dP = dO_i V_j^T,
 //             dS = P * (dP - D_i), dQ_i += scale dS K_j, dK_j += scale dS^T Q_i. With GQA (Hq > Hk) the
@@ -59,7 +63,9 @@ struct AttentionForward {
   void* out = nullptr;  // (B, Hq, Sq, D) contiguous
   void* lse = nullptr;  // null, or (B, Hq, Sq) contiguous of the accumulation type
   GemmCallback gemm;
-  int64_t block_q = 0, block_kv = 0;  // set by attention_forward_plan
+  // Set by attention_forward_plan: query rows per head and keys per tile, and how many query heads of a
+  // GQA group share one task (their rows are stacked, so each K/V tile is read once for all of them).
+  int64_t block_q = 0, block_kv = 0, heads_per_task = 1;
 };
 
 struct AttentionBackward {
@@ -86,9 +92,10 @@ struct AttentionPlan {
   size_t scratch_bytes = 0;
 };
 
-// Choose the block sizes (stored in p) and size the work. Dims must be validated and non-empty.
-AttentionPlan attention_forward_plan(AttentionForward& p);
-AttentionPlan attention_backward_plan(AttentionBackward& p);
+// Choose the block sizes (stored in p) and size the work for `threads` workers. Dims must be validated
+// and non-empty.
+AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads);
+AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads);
 
 // Run tasks [task_begin, task_end) with `scratch` (plan.scratch_bytes, 64-byte aligned) private to the
 // calling thread. Tasks write disjoint outputs, so threads may run any task ranges concurrently.

@@ -129,44 +129,57 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
   constexpr bool f64 = sizeof(A) == 8;
   const AttentionDims& d = p.dims;
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
-  const int64_t blocks = (Sq + BQ - 1) / BQ, group = d.heads_q / d.heads_kv, off = Sk - Sq;
-  const FwdScratch L = fwd_scratch(BQ, BK, D);
+  const int64_t G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
+  const int64_t blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
+  const FwdScratch L = fwd_scratch(G * BQ, BK, D);
   A* const base = static_cast<A*>(scratch);
-  A *s = base + L.s, *acc = base + L.acc, *m = base + L.m, *l = base + L.l;
+  A *s = base + L.s, *acc = base + L.acc, *qbuf = base + L.q, *m = base + L.m, *l = base + L.l;
   const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
                         const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t bh = t / blocks, i0 = (t % blocks) * BQ, mq = std::min(BQ, Sq - i0);
-    const int64_t b = bh / d.heads_q, hq = bh % d.heads_q, hk = hq / group;
-    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + hq * p.q_strides.h + i0 * p.q_strides.s;
+    int64_t qb = t % blocks;
+    if (d.causal) qb = qb % 2 == 0 ? qb / 2 : blocks - 1 - qb / 2;  // long and short blocks alternate
+    const int64_t i0 = qb * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
+    const int64_t b = t / blocks / sets, h0 = t / blocks % sets * G, hk = h0 / group;
+    // Q tile: row g * mq + r is query i0 + r of head h0 + g
+    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + h0 * p.q_strides.h + i0 * p.q_strides.s;
     const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
     const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
+    int64_t ldq, ldk, ldv;
+    const A* qa = qbuf;
+    if (G == 1 || mq == 1) {
+      qa = gemm_operand<V>(q, G == 1 ? p.q_strides.s : p.q_strides.h, R, D, qbuf, &ldq);
+    } else {
+      for (int64_t r = 0; r < R; ++r) {
+        convert_row<V>(q + r / mq * p.q_strides.h + r % mq * p.q_strides.s, qbuf + r * D, D);
+      }
+      ldq = D;
+    }
     // keys [0, kend) are visible to some row of this block
     const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
-    int64_t ldq, ldk, ldv;
-    const A* qa = gemm_operand<V>(q, p.q_strides.s, mq, D, base + L.q, &ldq);
-    std::fill(m, m + mq, -std::numeric_limits<A>::infinity());
-    std::fill(l, l + mq, A(0));
-    std::fill(acc, acc + mq * D, A(0));
+    std::fill(m, m + R, -std::numeric_limits<A>::infinity());
+    std::fill(l, l + R, A(0));
+    std::fill(acc, acc + R * D, A(0));
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int64_t nk = std::min(BK, kend - j0);
       const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
-      gemm(false, true, mq, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S (mq, nk) = scale Q K^T
-      for (int64_t r = 0; r < mq; ++r) {
-        const A alpha = online_softmax_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r, off, j0, nk), m + r,
-                                              l + r);
+      gemm(false, true, R, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S (R, nk) = scale Q K^T
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t vis = visible_keys(d.causal, i0 + r % mq, off, j0, nk);
+        const A alpha = online_softmax_row<V>(s + r * BK, nk, vis, m + r, l + r);
         if (alpha != A(1)) scale_row_to<V>(acc + r * D, D, alpha, acc + r * D);
       }
       const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
-      gemm(false, false, mq, D, nk, 1.0, s, BK, va, ldv, 1.0, acc, D);  // O (mq, D) += P V
+      gemm(false, false, R, D, nk, 1.0, s, BK, va, ldv, 1.0, acc, D);  // O (R, D) += P V
     }
-    T* out = static_cast<T*>(p.out) + (bh * Sq + i0) * D;
-    A* lse = p.lse ? static_cast<A*>(p.lse) + bh * Sq + i0 : nullptr;
-    for (int64_t r = 0; r < mq; ++r) {
-      scale_row_to<V>(acc + r * D, D, l[r] > A(0) ? A(1) / l[r] : A(0), out + r * D);
-      if (lse) lse[r] = l[r] > A(0) ? m[r] + std::log(l[r]) : -std::numeric_limits<A>::infinity();
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;  // (b, head, query)
+      scale_row_to<V>(acc + r * D, D, l[r] > A(0) ? A(1) / l[r] : A(0), static_cast<T*>(p.out) + row * D);
+      if (p.lse) {
+        static_cast<A*>(p.lse)[row] = l[r] > A(0) ? m[r] + std::log(l[r]) : -std::numeric_limits<A>::infinity();
+      }
     }
   }
   return Status::ok;
