@@ -175,6 +175,27 @@ def test_gradients_noncontiguous_and_expanded_grad(layout):
         assert_grad_close(got, want, torch.float32, what)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_thread_counts(threads):
+    # the work split depends on the thread count: GQA groups split in the forward, query blocks split over
+    # tasks (partial dK/dV sums) in the backward; results must not
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for shape, causal in [((1, 4, 1, 2, 300, 32), True), ((1, 2, 1, 700, 500, 16), True), ((2, 1, 1, 90, 90, 8), False)]:
+            inp = attention_inputs(*shape, seed=15)
+            q, k, v = leaves(inp)
+            out = OPS.attention(q, k, v, causal, None)
+            assert_close(out, attention_ref(inp.q, inp.k, inp.v, causal))
+            g = torch.randn(q.shape)
+            out.backward(g)
+            ref = reference_grads(lambda a, b, c: attention_ref(a, b, c, causal), [q, k, v], [g])
+            for got, want, what in zip((q.grad, k.grad, v.grad), ref, ("dq", "dk", "dv")):
+                assert_grad_close(got, want, torch.float32, what)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_gradcheck():
     for shape, causal in [((1, 2, 1, 3, 5, 4), False), ((1, 2, 1, 3, 5, 4), True), ((2, 1, 1, 6, 4, 3), True)]:
         inp = attention_inputs(*shape, dtype=torch.float64, seed=10)

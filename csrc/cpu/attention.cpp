@@ -121,14 +121,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
     return {dq.zero_(), at::zeros(kt.sizes(), kt.options()), at::zeros(v.sizes(), v.options())};
   }
   advise_huge_pages(dq);
-  const int64_t group = d.heads_q / d.heads_kv;
-  // Hq == Hk: the kernel writes dk and dv. GQA: it writes one partial gradient per query head in the
-  // accumulation type, summed over each group of query heads below.
-  const std::array<int64_t, 4> part_shape = {d.batch, group > 1 ? d.heads_q : d.heads_kv, d.seq_kv, d.head_dim};
-  const auto part_opts = group > 1 ? q.options().dtype(acc_type(q)) : q.options();
-  at::Tensor dk = at::empty(part_shape, part_opts), dv = at::empty(part_shape, part_opts);
-  advise_huge_pages(dk);
-  advise_huge_pages(dv);
   const at::Tensor gc = rows_contiguous(grad_out), qc = rows_contiguous(q), kc = rows_contiguous(kt),
                    vc = rows_contiguous(v), oc = rows_contiguous(out), lc = lse.contiguous();
   k::AttentionBackward p;
@@ -144,16 +136,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   p.k_strides = strides_of(kc);
   p.v_strides = strides_of(vc);
   p.out_strides = strides_of(oc);
+  p.gemm = {&aten_gemm, nullptr};
+  const k::AttentionPlan plan = k::attention_backward_plan(p, at::get_num_threads());
+  // one task per (batch, key/value head) writes dk and dv; when the query blocks are split over several
+  // tasks, each writes partial sums in the accumulation type, added up below
+  const std::array<int64_t, 5> part_shape = {d.batch, d.heads_kv, p.splits, d.seq_kv, d.head_dim};
+  const auto part_opts = p.splits > 1 ? q.options().dtype(acc_type(q)) : q.options();
+  at::Tensor dk = at::empty(part_shape, part_opts), dv = at::empty(part_shape, part_opts);
+  advise_huge_pages(dk);
+  advise_huge_pages(dv);
   p.grad_q = dq.data_ptr();
   p.grad_k = dk.data_ptr();
   p.grad_v = dv.data_ptr();
-  p.gemm = {&aten_gemm, nullptr};
-  const k::AttentionPlan plan = k::attention_backward_plan(p, at::get_num_threads());
   run_tasks(op, plan, [&](int64_t b, int64_t e, void* s) { return k::attention_backward(p, b, e, s); });
-  if (group > 1) {
-    const std::array<int64_t, 5> grouped = {d.batch, d.heads_kv, group, d.seq_kv, d.head_dim};
-    dk = at::sum(dk.view(grouped), {2}).to(q.scalar_type());
-    dv = at::sum(dv.view(grouped), {2}).to(q.scalar_type());
+  if (p.splits > 1) {
+    dk = at::sum(dk, {2}).to(q.scalar_type());
+    dv = at::sum(dv, {2}).to(q.scalar_type());
+  } else {
+    dk = dk.view(kt.sizes());
+    dv = dv.view(kt.sizes());
   }
   return {dq, dk, dv};
 }

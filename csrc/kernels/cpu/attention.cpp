@@ -37,25 +37,27 @@ FwdScratch fwd_scratch(int64_t bq, int64_t bk, int64_t d) {
   return o;
 }
 
-// The backward's: converted Q and dO of a whole head (Sq, D), the dQ accumulator (Sq, D), D_i (Sq),
-// converted K and V tiles and the dK, dV accumulators (BK, D), and the P and dP/dS tiles (BQ, BK).
+// The backward's for tiles of R stacked query rows: the dK and dV accumulators of a whole key/value head
+// (Sk, D), converted Q and dO (R, D), the dQ accumulator (R, D), D_i and lse of the rows, converted K and
+// V tiles (BK, D), and the P and dP/dS tiles (R, BK).
 struct BwdScratch {
-  int64_t q, dout, dq, di, k, v, dk, dv, s, dp, total;
+  int64_t dk, dv, q, dout, dq, di, lse, k, v, s, dp, total;
 };
-BwdScratch bwd_scratch(int64_t sq, int64_t bq, int64_t bk, int64_t d) {
+BwdScratch bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d) {
   BwdScratch o{};
   int64_t at = 0;
   const auto take = [&](int64_t n) { const int64_t r = at; at += padded(n); return r; };
-  o.q = take(sq * d);
-  o.dout = take(sq * d);
-  o.dq = take(sq * d);
-  o.di = take(sq);
+  o.dk = take(sk * d);
+  o.dv = take(sk * d);
+  o.q = take(rows * d);
+  o.dout = take(rows * d);
+  o.dq = take(rows * d);
+  o.di = take(rows);
+  o.lse = take(rows);
   o.k = take(bk * d);
   o.v = take(bk * d);
-  o.dk = take(bk * d);
-  o.dv = take(bk * d);
-  o.s = take(bq * bk);
-  o.dp = take(bq * bk);
+  o.s = take(rows * bk);
+  o.dp = take(rows * bk);
   o.total = at;
   return o;
 }
@@ -66,6 +68,12 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 }  // namespace
 }  // namespace yirage::kernels::cpu
+
+// GCC 12 also reports the AVX-512 intrinsics headers' `__Y = __Y` placeholders under -Wuninitialized once
+// vexp and vmax are inlined here (target.h silences only -Wmaybe-uninitialized).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 #define YR_KERNEL_IMPL "attention_impl.h"
 #include "per_isa.h"
@@ -95,15 +103,21 @@ AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
   return plan;
 }
 
-// Backward blocks: square 256 x 256 tiles keep all five GEMMs (inner dims D, BK or BQ) large.
-AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t /*threads*/) {
+// Backward blocks: stacked Q tiles of about 256 rows and 256-key tiles keep all five GEMMs (inner dims D,
+// BK or rows) large. Query blocks are split over tasks only when the (batch, key/value head) pairs are
+// fewer than the threads.
+AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads) {
   const AttentionDims& d = p.dims;
-  p.block_q = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_q));
+  const int64_t group = d.heads_q / d.heads_kv;
+  p.block_q = std::max<int64_t>(1, std::min<int64_t>(256 / group, d.seq_q));
   p.block_kv = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_kv));
+  const int64_t blocks = (d.seq_q + p.block_q - 1) / p.block_q;
+  p.splits = 1;
+  while (d.batch * d.heads_kv * p.splits < threads && p.splits < blocks) ++p.splits;
   AttentionPlan plan;
-  plan.tasks = d.batch * d.heads_q;
+  plan.tasks = d.batch * d.heads_kv * p.splits;
   plan.scratch_bytes =
-      round64(size_t(bwd_scratch(d.seq_q, p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+      round64(size_t(bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
   return plan;
 }
 
@@ -119,7 +133,7 @@ Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t 
 }
 
 Status attention_backward(const AttentionBackward& p, int64_t task_begin, int64_t task_end, void* scratch) {
-  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0 || p.splits <= 0) {
     return Status::invalid_argument;
   }
   if (p.dims.dtype == DType::f64) {

@@ -12,17 +12,19 @@
 //             O = O * alpha + P V. Output O / l and lse = m + log(l) (-inf, with zeros out, for a query row
 //             that sees no key). Causal query blocks are handed out long-short-long-short, so the static
 //             thread split gets even work.
-//   backward: one task per (batch, query head); D_i = rowsum(dO * O); per key block j (dK_j, dV_j kept in
-//             scratch) and query block i: P = exp(S - lse), dV_j += P^T dO_i, dP = dO_i V_j^T,
-//             dS = P * (dP - D_i), dQ_i += scale dS K_j, dK_j += scale dS^T Q_i. With GQA (Hq > Hk) the
-//             key/value gradients go per query head to an accumulation-type buffer that the caller sums
-//             over each group of query heads.
+//   backward: one task per (batch, key/value head), rows of the group's query heads stacked as in the
+//             forward, so dK and dV come out summed over the group (GQA); dK and dV of the whole head are
+//             accumulated in scratch. D_i = rowsum(dO * O); per query block i and key block j:
+//             P = exp(S - lse), dV_j += P^T dO_i, dP = dO_i V_j^T, dS = P * (dP - D_i),
+//             dQ_i += scale dS K_j (written when block i is done), dK_j += scale dS^T Q_i. With fewer
+//             (batch, key/value head) pairs than threads the query blocks are split over tasks, each with its
+//             own dK/dV partial sums for the caller to add up.
 // Inputs are any (B, H, S, D) strides with a contiguous last dim (broadcast dims of stride 0 included);
 // tiles of fp32 (fp64) inputs with a row stride >= D feed the GEMM in place, other tiles (bf16/fp16, or
 // stride-0 rows) are converted into fp32 scratch first. Accumulation in fp32 (fp64 for fp64). Causal
 // masks are aligned bottom-right: query i sees keys j <= i + Sk - Sq; key blocks past a query block's
 // last visible key are skipped. Any head dim; memory is linear in the sequence lengths (per-thread
-// scratch of a few tiles, plus O(Sq * D) per thread in the backward).
+// scratch of a few tiles, plus O(Sk * D) per thread in the backward).
 #pragma once
 
 #include <cstddef>
@@ -78,12 +80,14 @@ struct AttentionBackward {
   const void* lse = nullptr;  // (B, Hq, Sq) contiguous, accumulation type: the forward's log-sum-exp
   Strides4 grad_out_strides, q_strides, k_strides, v_strides, out_strides;
   void* grad_q = nullptr;  // (B, Hq, Sq, D) contiguous
-  // Hq == Hk: (B, Hk, Sk, D) contiguous, the input dtype. Hq > Hk: (B, Hq, Sk, D) contiguous of the
-  // accumulation type, one partial gradient per query head, for the caller to sum over each group.
+  // splits == 1: (B, Hk, Sk, D) contiguous, the input dtype. splits > 1: (B, Hk, splits, Sk, D) contiguous
+  // of the accumulation type, partial sums over disjoint query blocks, for the caller to add over dim 2.
   void* grad_k = nullptr;
   void* grad_v = nullptr;
   GemmCallback gemm;
-  int64_t block_q = 0, block_kv = 0;  // set by attention_backward_plan
+  // Set by attention_backward_plan: query rows per head and keys per tile, and into how many tasks the
+  // query blocks of one (batch, key/value head) are split.
+  int64_t block_q = 0, block_kv = 0, splits = 1;
 };
 
 // Work split of a call: independent tasks, and the scratch one thread needs (64-byte multiple).

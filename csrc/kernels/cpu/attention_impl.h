@@ -47,6 +47,23 @@ inline const typename V::acc_t* gemm_operand(const T* src, int64_t ld, int64_t r
   return buf;
 }
 
+// A task's stacked tile: row g * mq + r is row r of head g (element strides st, from src at head 0 and the
+// block's first row), as a GEMM operand of the accumulation type. In place when the rows are evenly
+// strided (one head, or one row per head) and of that type; else gathered into buf (row stride d).
+template <typename V, typename T>
+inline const typename V::acc_t* stacked_rows(const T* src, const Strides4& st, int64_t heads, int64_t mq, int64_t d,
+                                             typename V::acc_t* buf, int64_t* ld_out) {
+  if (heads == 1 || mq == 1) return gemm_operand<V>(src, heads == 1 ? st.s : st.h, heads * mq, d, buf, ld_out);
+  for (int64_t r = 0; r < heads * mq; ++r) convert_row<V>(src + r / mq * st.h + r % mq * st.s, buf + r * d, d);
+  *ld_out = d;
+  return buf;
+}
+
+// Causal query blocks in the order 0, n-1, 1, n-2, ...: any contiguous half of the order has half the work.
+inline int64_t balanced_block(bool causal, int64_t n, int64_t blocks) {
+  return !causal ? n : n % 2 == 0 ? n / 2 : blocks - 1 - n / 2;
+}
+
 // One row of a score tile s[0, nk), of which the first `vis` columns are visible: replaces s by
 // P = exp(s - m_new) (0 in the hidden columns), updates the running max *m and sum *l and returns the
 // factor alpha = exp(m_old - m_new) the row's accumulator must be scaled by. A row that has seen no key
@@ -139,24 +156,14 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
   for (int64_t t = begin; t < end; ++t) {
-    int64_t qb = t % blocks;
-    if (d.causal) qb = qb % 2 == 0 ? qb / 2 : blocks - 1 - qb / 2;  // long and short blocks alternate
-    const int64_t i0 = qb * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
+    const int64_t i0 = balanced_block(d.causal, t % blocks, blocks) * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
     const int64_t b = t / blocks / sets, h0 = t / blocks % sets * G, hk = h0 / group;
     // Q tile: row g * mq + r is query i0 + r of head h0 + g
     const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + h0 * p.q_strides.h + i0 * p.q_strides.s;
     const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
     const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
     int64_t ldq, ldk, ldv;
-    const A* qa = qbuf;
-    if (G == 1 || mq == 1) {
-      qa = gemm_operand<V>(q, G == 1 ? p.q_strides.s : p.q_strides.h, R, D, qbuf, &ldq);
-    } else {
-      for (int64_t r = 0; r < R; ++r) {
-        convert_row<V>(q + r / mq * p.q_strides.h + r % mq * p.q_strides.s, qbuf + r * D, D);
-      }
-      ldq = D;
-    }
+    const A* qa = stacked_rows<V>(q, p.q_strides, G, mq, D, qbuf, &ldq);
     // keys [0, kend) are visible to some row of this block
     const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
     std::fill(m, m + R, -std::numeric_limits<A>::infinity());
@@ -191,61 +198,65 @@ Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t en
   constexpr bool f64 = sizeof(A) == 8;
   const AttentionDims& d = p.dims;
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
-  const int64_t group = d.heads_q / d.heads_kv, off = Sk - Sq;
-  const BwdScratch L = bwd_scratch(Sq, BQ, BK, D);
+  const int64_t G = d.heads_q / d.heads_kv, blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
+  const BwdScratch L = bwd_scratch(Sk, G * BQ, BK, D);
   A* const base = static_cast<A*>(scratch);
-  A *dq = base + L.dq, *di = base + L.di, *dk = base + L.dk, *dv = base + L.dv, *s = base + L.s, *dp = base + L.dp;
+  A *dk = base + L.dk, *dv = base + L.dv, *dq = base + L.dq, *di = base + L.di, *lse = base + L.lse;
+  A *s = base + L.s, *dp = base + L.dp;
   const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
                         const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
-  for (int64_t bh = begin; bh < end; ++bh) {
-    const int64_t b = bh / d.heads_q, hq = bh % d.heads_q, hk = hq / group;
-    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + hq * p.q_strides.h;
-    const T* go = static_cast<const T*>(p.grad_out) + b * p.grad_out_strides.b + hq * p.grad_out_strides.h;
-    const T* o = static_cast<const T*>(p.out) + b * p.out_strides.b + hq * p.out_strides.h;
-    const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
-    const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
-    const A* lse = static_cast<const A*>(p.lse) + bh * Sq;
-    int64_t ldq, ldg, ldk, ldv;
-    const A* qa = gemm_operand<V>(q, p.q_strides.s, Sq, D, base + L.q, &ldq);
-    const A* ga = gemm_operand<V>(go, p.grad_out_strides.s, Sq, D, base + L.dout, &ldg);
-    for (int64_t i = 0; i < Sq; ++i) di[i] = dot_row<V>(go + i * p.grad_out_strides.s, o + i * p.out_strides.s, D);
-    std::fill(dq, dq + Sq * D, A(0));
-    for (int64_t j0 = 0; j0 < Sk; j0 += BK) {
-      const int64_t nk = std::min(BK, Sk - j0);
-      // the first query row that sees key j0 (bottom-right causal alignment)
-      const int64_t qstart = d.causal ? std::max<int64_t>(0, j0 - off) : 0;
-      std::fill(dk, dk + nk * D, A(0));
-      std::fill(dv, dv + nk * D, A(0));
-      if (qstart < Sq) {
+  const auto at = [](const void* ptr, const Strides4& st, int64_t b, int64_t h) {
+    return static_cast<const T*>(ptr) + b * st.b + h * st.h;
+  };
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t split = t % p.splits, b = t / p.splits / d.heads_kv, hk = t / p.splits % d.heads_kv, h0 = hk * G;
+    const T *q = at(p.q, p.q_strides, b, h0), *go = at(p.grad_out, p.grad_out_strides, b, h0);
+    const T *o = at(p.out, p.out_strides, b, h0), *k = at(p.k, p.k_strides, b, hk), *v = at(p.v, p.v_strides, b, hk);
+    std::fill(dk, dk + Sk * D, A(0));
+    std::fill(dv, dv + Sk * D, A(0));
+    for (int64_t n = split * blocks / p.splits; n < (split + 1) * blocks / p.splits; ++n) {
+      const int64_t i0 = balanced_block(d.causal, n, blocks) * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
+      int64_t ldq, ldg, ldk, ldv;
+      const A* qa = stacked_rows<V>(q + i0 * p.q_strides.s, p.q_strides, G, mq, D, base + L.q, &ldq);
+      const A* ga = stacked_rows<V>(go + i0 * p.grad_out_strides.s, p.grad_out_strides, G, mq, D, base + L.dout, &ldg);
+      for (int64_t r = 0; r < R; ++r) {  // row r: query i0 + r % mq of head h0 + r / mq
+        const int64_t g = r / mq, i = i0 + r % mq;
+        di[r] = dot_row<V>(go + g * p.grad_out_strides.h + i * p.grad_out_strides.s,
+                           o + g * p.out_strides.h + i * p.out_strides.s, D);
+        lse[r] = static_cast<const A*>(p.lse)[(b * d.heads_q + h0 + g) * Sq + i];
+      }
+      std::fill(dq, dq + R * D, A(0));
+      // keys [0, kend) are visible to some row of this block
+      const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
+      for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        const int64_t nk = std::min(BK, kend - j0);
         const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
         const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
-        for (int64_t i0 = qstart / BQ * BQ; i0 < Sq; i0 += BQ) {
-          const int64_t mq = std::min(BQ, Sq - i0);
-          const A *qi = qa + i0 * ldq, *gi = ga + i0 * ldg;
-          gemm(false, true, mq, nk, D, d.scale, qi, ldq, ka, ldk, 0.0, s, BK);  // S = scale Q_i K_j^T
-          for (int64_t r = 0; r < mq; ++r) {
-            probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r, off, j0, nk), lse[i0 + r]);
-          }
-          gemm(true, false, nk, D, mq, 1.0, s, BK, gi, ldg, 1.0, dv, D);   // dV_j += P^T dO_i
-          gemm(false, true, mq, nk, D, 1.0, gi, ldg, va, ldv, 0.0, dp, BK);  // dP = dO_i V_j^T
-          for (int64_t r = 0; r < mq; ++r) score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[i0 + r]);
-          gemm(false, false, mq, D, nk, d.scale, dp, BK, ka, ldk, 1.0, dq + i0 * D, D);  // dQ_i += scale dS K_j
-          gemm(true, false, nk, D, mq, d.scale, dp, BK, qi, ldq, 1.0, dk, D);            // dK_j += scale dS^T Q_i
+        gemm(false, true, R, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S = scale Q_i K_j^T
+        for (int64_t r = 0; r < R; ++r) {
+          probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r % mq, off, j0, nk), lse[r]);
         }
+        gemm(true, false, nk, D, R, 1.0, s, BK, ga, ldg, 1.0, dv + j0 * D, D);   // dV_j += P^T dO_i
+        gemm(false, true, R, nk, D, 1.0, ga, ldg, va, ldv, 0.0, dp, BK);          // dP = dO_i V_j^T
+        for (int64_t r = 0; r < R; ++r) score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[r]);
+        gemm(false, false, R, D, nk, d.scale, dp, BK, ka, ldk, 1.0, dq, D);        // dQ_i += scale dS K_j
+        gemm(true, false, nk, D, R, d.scale, dp, BK, qa, ldq, 1.0, dk + j0 * D, D);  // dK_j += scale dS^T Q_i
       }
-      if (group == 1) {
-        const int64_t at = (bh * Sk + j0) * D;  // bh = b * Hk + hk when Hq == Hk
-        scale_row_to<V>(dk, nk * D, A(1), static_cast<T*>(p.grad_k) + at);
-        scale_row_to<V>(dv, nk * D, A(1), static_cast<T*>(p.grad_v) + at);
-      } else {
-        const int64_t at = (bh * Sk + j0) * D;  // per-query-head partials, (B, Hq, Sk, D)
-        std::memcpy(static_cast<A*>(p.grad_k) + at, dk, size_t(nk * D) * sizeof(A));
-        std::memcpy(static_cast<A*>(p.grad_v) + at, dv, size_t(nk * D) * sizeof(A));
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;
+        scale_row_to<V>(dq + r * D, D, A(1), static_cast<T*>(p.grad_q) + row * D);
       }
     }
-    scale_row_to<V>(dq, Sq * D, A(1), static_cast<T*>(p.grad_q) + bh * Sq * D);
+    const int64_t head = b * d.heads_kv + hk;
+    if (p.splits == 1) {
+      scale_row_to<V>(dk, Sk * D, A(1), static_cast<T*>(p.grad_k) + head * Sk * D);
+      scale_row_to<V>(dv, Sk * D, A(1), static_cast<T*>(p.grad_v) + head * Sk * D);
+    } else {
+      std::memcpy(static_cast<A*>(p.grad_k) + (head * p.splits + split) * Sk * D, dk, size_t(Sk * D) * sizeof(A));
+      std::memcpy(static_cast<A*>(p.grad_v) + (head * p.splits + split) * Sk * D, dv, size_t(Sk * D) * sizeof(A));
+    }
   }
   return Status::ok;
 }
