@@ -84,3 +84,25 @@ inline Vec vexp(Vec x) {
   e = _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x.v, hi, _CMP_GT_OQ));
   return {e};
 }
+
+// e^x for softmax-style arguments (finite or -inf, mostly <= 0): vexp's polynomial with one exponent
+// scaling and no edge blends, about 30% fewer instructions. Results below the normal range flush to 0
+// (x < -86.6, -inf included), x is clamped at 88 (no inf), NaN stays NaN; otherwise vexp's accuracy.
+inline Vec vexp_flush(Vec x) {
+  const __m256 lo = _mm256_set1_ps(-86.6f), hi = _mm256_set1_ps(88.0f);
+  const __m256 t = _mm256_min_ps(hi, _mm256_max_ps(lo, x.v));  // NaN passes through (second operand)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+  f = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), f);
+  __m256 q = _mm256_set1_ps(1.9875691500e-4f);
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.3981999507e-3f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(8.3334519073e-3f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(4.1665795894e-2f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.6666665459e-1f));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 e = _mm256_fmadd_ps(_mm256_mul_ps(q, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.f)));
+  // e * 2^n by adding n to the exponent field: e in [0.7, 1.42] and n in [-125, 127] stay normal
+  const __m256i scaled = _mm256_add_epi32(_mm256_castps_si256(e), _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23));
+  return {_mm256_andnot_ps(_mm256_cmp_ps(x.v, lo, _CMP_LT_OQ), _mm256_castsi256_ps(scaled))};
+}

@@ -70,3 +70,22 @@ inline Vec vexp(Vec x) {
   e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, hi, _CMP_GT_OQ), e, _mm512_set1_ps(__builtin_inff()));
   return {e};
 }
+
+// e^x for softmax-style arguments: the algorithm of vexp_flush in vec_avx2.h.
+inline Vec vexp_flush(Vec x) {
+  const __m512 lo = _mm512_set1_ps(-86.6f), hi = _mm512_set1_ps(88.0f);
+  const __m512 t = _mm512_min_ps(hi, _mm512_max_ps(lo, x.v));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
+  f = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), f);
+  __m512 q = _mm512_set1_ps(1.9875691500e-4f);
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.3981999507e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(8.3334519073e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(4.1665795894e-2f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.6666665459e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(q, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.f)));
+  const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(e), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23));
+  return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, lo, _CMP_NLT_UQ), _mm512_castsi512_ps(scaled))};
+}

@@ -62,6 +62,29 @@ inline Vec vexp(Vec x) {
   return r;
 }
 
+// e^x for softmax-style arguments: the algorithm of vexp_flush in vec_avx2.h (see there) written per lane
+inline Vec vexp_flush(Vec x) {
+  Vec r;
+  for (int i = 0; i < Vec::W; ++i) {
+    const float xi = x.v[i];
+    float t = xi > -86.6f ? xi : -86.6f;
+    t = t < 88.0f ? t : 88.0f;
+    if (xi != xi) t = xi;
+    const float n = (t * 1.44269504f + 12582912.f) - 12582912.f;  // round to nearest
+    float f = t - n * 0.693359375f;
+    f = f + n * 2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * f + 1.3981999507e-3f;
+    q = q * f + 8.3334519073e-3f;
+    q = q * f + 4.1665795894e-2f;
+    q = q * f + 1.6666665459e-1f;
+    q = q * f + 5.0000001201e-1f;
+    const float e = q * f * f + f + 1.f;
+    r.v[i] = xi < -86.6f ? 0.f : xi != xi ? xi : bits_to_float(float_to_bits(e) + (uint32_t(int32_t(n)) << 23));
+  }
+  return r;
+}
+
 // VecD: the fp64 variant (gradcheck and reference-grade CPU work), 4 double lanes in an array.
 struct VecD {
   using acc_t = double;
@@ -88,4 +111,6 @@ inline VecD vselect_lt(VecD a, VecD b, VecD x, VecD y) {
   return y;
 }
 inline VecD vexp(VecD x) { for (int i = 0; i < VecD::W; ++i) x.v[i] = std::exp(x.v[i]); return x; }
+// the fp64 kernels keep full accuracy: vexp_flush is vexp for VecD
+inline VecD vexp_flush(VecD x) { return vexp(x); }
 
