@@ -84,12 +84,12 @@ inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, in
   const V vb = V::set1(base);
   V sum = V::zero();
   for (c = 0; c + W <= vis; c += W) {
-    const V e = vexp(V::load(s + c) - vb);
+    const V e = vexp_flush(V::load(s + c) - vb);
     sum = sum + e;
     e.store(s + c);
   }
   if (c < vis) {
-    const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp(load_n<V>(s + c, vis - c) - vb), V::zero());
+    const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp_flush(load_n<V>(s + c, vis - c) - vb), V::zero());
     sum = sum + e;
     store_n(e, s + c, vis - c);
   }
@@ -109,8 +109,8 @@ inline void probs_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V:
   if (lse == -std::numeric_limits<A>::infinity()) vis = 0;
   const V vl = V::set1(lse);
   int64_t c = 0;
-  for (; c + W <= vis; c += W) vexp(V::load(s + c) - vl).store(s + c);
-  if (c < vis) store_n(vexp(load_n<V>(s + c, vis - c) - vl), s + c, vis - c);
+  for (; c + W <= vis; c += W) vexp_flush(V::load(s + c) - vl).store(s + c);
+  if (c < vis) store_n(vexp_flush(load_n<V>(s + c, vis - c) - vl), s + c, vis - c);
   if (vis < nk) std::memset(s + vis, 0, size_t(nk - vis) * sizeof(A));
 }
 
