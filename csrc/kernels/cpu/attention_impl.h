@@ -64,32 +64,34 @@ inline int64_t balanced_block(bool causal, int64_t n, int64_t blocks) {
   return !causal ? n : n % 2 == 0 ? n / 2 : blocks - 1 - n / 2;
 }
 
-// One row of a score tile s[0, nk), of which the first `vis` columns are visible: replaces s by
-// P = exp(s - m_new) (0 in the hidden columns), updates the running max *m and sum *l and returns the
-// factor alpha = exp(m_old - m_new) the row's accumulator must be scaled by. A row that has seen no key
-// yet keeps m = -inf, l = 0 (its exponent base is taken as 0, so nothing becomes NaN).
+// One row of a tile of unscaled scores q.k s[0, nk), of which the first `vis` columns are visible:
+// replaces s by P = exp(scale * s - m_new) (0 in the hidden columns), updates the running max *m and sum *l
+// of the scaled scores and returns the factor alpha = exp(m_old - m_new) the row's accumulator must be
+// scaled by. A row that has seen no key yet keeps m = -inf, l = 0 (its exponent base is taken as 0, so
+// nothing becomes NaN). The scale is applied here, not in the GEMM: free in the max pass and the exp's fma.
 template <typename V>
-inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t* m,
-                                            typename V::acc_t* l) {
+inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t scale,
+                                            typename V::acc_t* m, typename V::acc_t* l) {
   using A = typename V::acc_t;
   constexpr int W = V::W;
   const A ninf = -std::numeric_limits<A>::infinity();
   const V idx = lane_index<V>();
+  const V vs = V::set1(scale);
   V vm = V::set1(ninf);
   int64_t c = 0;
-  for (; c + W <= vis; c += W) vm = vmax(vm, V::load(s + c));
-  if (c < vis) vm = vmax(vm, vselect_lt(idx, V::set1(A(vis - c)), load_n<V>(s + c, vis - c), V::set1(ninf)));
+  for (; c + W <= vis; c += W) vm = vmax(vm, V::load(s + c) * vs);
+  if (c < vis) vm = vmax(vm, vselect_lt(idx, V::set1(A(vis - c)), load_n<V>(s + c, vis - c) * vs, V::set1(ninf)));
   const A m_new = std::max(*m, vm.max());
   const A base = m_new == ninf ? A(0) : m_new;
-  const V vb = V::set1(base);
+  const V vnb = V::set1(-base);
   V sum = V::zero();
   for (c = 0; c + W <= vis; c += W) {
-    const V e = vexp_flush(V::load(s + c) - vb);
+    const V e = vexp_flush(V::fma(V::load(s + c), vs, vnb));
     sum = sum + e;
     e.store(s + c);
   }
   if (c < vis) {
-    const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp_flush(load_n<V>(s + c, vis - c) - vb), V::zero());
+    const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp_flush(V::fma(load_n<V>(s + c, vis - c), vs, vnb)), V::zero());
     sum = sum + e;
     store_n(e, s + c, vis - c);
   }
@@ -100,28 +102,31 @@ inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, in
   return alpha;
 }
 
-// s[0, nk) = exp(s - lse) for the first `vis` columns, 0 for the rest (and for a row with lse = -inf,
-// which sees no key).
+// s[0, nk) = exp(scale * s - lse) for the first `vis` columns (s: unscaled scores), 0 for the rest (and for
+// a row with lse = -inf, which sees no key).
 template <typename V>
-inline void probs_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t lse) {
+inline void probs_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t scale, typename V::acc_t lse) {
   using A = typename V::acc_t;
   constexpr int W = V::W;
   if (lse == -std::numeric_limits<A>::infinity()) vis = 0;
-  const V vl = V::set1(lse);
+  const V vs = V::set1(scale), vnl = V::set1(-lse);
   int64_t c = 0;
-  for (; c + W <= vis; c += W) vexp_flush(V::load(s + c) - vl).store(s + c);
-  if (c < vis) store_n(vexp_flush(load_n<V>(s + c, vis - c) - vl), s + c, vis - c);
+  for (; c + W <= vis; c += W) vexp_flush(V::fma(V::load(s + c), vs, vnl)).store(s + c);
+  if (c < vis) store_n(vexp_flush(V::fma(load_n<V>(s + c, vis - c), vs, vnl)), s + c, vis - c);
   if (vis < nk) std::memset(s + vis, 0, size_t(nk - vis) * sizeof(A));
 }
 
-// dp[0, n) = p * (dp - di): the score gradient dS from the probabilities and dP = dO V^T.
+// dp[0, n) = scale * p * (dp - di): the gradient of the unscaled scores, from the probabilities and
+// dP = dO V^T.
 template <typename V>
-inline void score_grad_row(const typename V::acc_t* p, typename V::acc_t* dp, int64_t n, typename V::acc_t di) {
+inline void score_grad_row(const typename V::acc_t* p, typename V::acc_t* dp, int64_t n, typename V::acc_t di,
+                           typename V::acc_t scale) {
+  using A = typename V::acc_t;
   constexpr int W = V::W;
-  const V vd = V::set1(di);
+  const V vd = V::set1(di), vs = V::set1(scale);
   int64_t c = 0;
-  for (; c + W <= n; c += W) (V::load(p + c) * (V::load(dp + c) - vd)).store(dp + c);
-  for (; c < n; ++c) dp[c] = p[c] * (dp[c] - di);
+  for (; c + W <= n; c += W) (V::load(p + c) * vs * (V::load(dp + c) - vd)).store(dp + c);
+  for (; c < n; ++c) dp[c] = p[c] * A(scale) * (dp[c] - di);
 }
 
 // sum(a * b) over n elements of T, in the accumulation type.
@@ -149,6 +154,7 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
   const int64_t G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
   const int64_t blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
   const FwdScratch L = fwd_scratch(G * BQ, BK, D);
+  const A scale = A(d.scale);
   A* const base = static_cast<A*>(scratch);
   A *s = base + L.s, *acc = base + L.acc, *qbuf = base + L.q, *m = base + L.m, *l = base + L.l;
   const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
@@ -172,10 +178,10 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int64_t nk = std::min(BK, kend - j0);
       const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
-      gemm(false, true, R, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S (R, nk) = scale Q K^T
+      gemm(false, true, R, nk, D, 1.0, qa, ldq, ka, ldk, 0.0, s, BK);  // S (R, nk) = Q K^T
       for (int64_t r = 0; r < R; ++r) {
         const int64_t vis = visible_keys(d.causal, i0 + r % mq, off, j0, nk);
-        const A alpha = online_softmax_row<V>(s + r * BK, nk, vis, m + r, l + r);
+        const A alpha = online_softmax_row<V>(s + r * BK, nk, vis, scale, m + r, l + r);
         if (alpha != A(1)) scale_row_to<V>(acc + r * D, D, alpha, acc + r * D);
       }
       const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
@@ -200,6 +206,7 @@ Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t en
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
   const int64_t G = d.heads_q / d.heads_kv, blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
   const BwdScratch L = bwd_scratch(Sk, G * BQ, BK, D);
+  const A scale = A(d.scale);
   A* const base = static_cast<A*>(scratch);
   A *dk = base + L.dk, *dv = base + L.dv, *dq = base + L.dq, *di = base + L.di, *lse = base + L.lse;
   A *s = base + L.s, *dp = base + L.dp;
@@ -234,15 +241,15 @@ Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t en
         const int64_t nk = std::min(BK, kend - j0);
         const A* ka = gemm_operand<V>(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, base + L.k, &ldk);
         const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
-        gemm(false, true, R, nk, D, d.scale, qa, ldq, ka, ldk, 0.0, s, BK);  // S = scale Q_i K_j^T
+        gemm(false, true, R, nk, D, 1.0, qa, ldq, ka, ldk, 0.0, s, BK);  // S = Q_i K_j^T (unscaled)
         for (int64_t r = 0; r < R; ++r) {
-          probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r % mq, off, j0, nk), lse[r]);
+          probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r % mq, off, j0, nk), scale, lse[r]);
         }
         gemm(true, false, nk, D, R, 1.0, s, BK, ga, ldg, 1.0, dv + j0 * D, D);   // dV_j += P^T dO_i
         gemm(false, true, R, nk, D, 1.0, ga, ldg, va, ldv, 0.0, dp, BK);          // dP = dO_i V_j^T
-        for (int64_t r = 0; r < R; ++r) score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[r]);
-        gemm(false, false, R, D, nk, d.scale, dp, BK, ka, ldk, 1.0, dq, D);        // dQ_i += scale dS K_j
-        gemm(true, false, nk, D, R, d.scale, dp, BK, qa, ldq, 1.0, dk + j0 * D, D);  // dK_j += scale dS^T Q_i
+        for (int64_t r = 0; r < R; ++r) score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[r], scale);
+        gemm(false, false, R, D, nk, 1.0, dp, BK, ka, ldk, 1.0, dq, D);        // dQ_i += scale dS K_j
+        gemm(true, false, nk, D, R, 1.0, dp, BK, qa, ldq, 1.0, dk + j0 * D, D);  // dK_j += scale dS^T Q_i
       }
       for (int64_t r = 0; r < R; ++r) {
         const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;
