@@ -69,5 +69,14 @@ TORCH_LIBRARY(yirage, m) {
 
   // ---- attention ----
   m.def("attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor", tags);
-  // (attention helper/backward ops go here)
+  // attention_forward: attention that also returns lse = logsumexp over the visible keys of scale * q k^T,
+  //   (B, Hq, Sq) in the accumulation type (float32; float64 for float64 inputs), -inf for a query row that
+  //   sees no key. What autograd saves; the public attention does not compute it.
+  // attention_backward: (grad_q, grad_k, grad_v) of attention at grad_out, recomputing the probabilities from
+  //   the forward's out and lse (FlashAttention-2); grad_k/grad_v sum over the query heads of each key/value
+  //   head (GQA). Contiguous, with the shapes of q, k, v.
+  m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None)"
+        " -> (Tensor out, Tensor lse)", tags);
+  m.def("attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal,"
+        " float? scale) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v)", tags);
 }

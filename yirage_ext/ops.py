@@ -146,6 +146,21 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
 # ---- attention ----
 
 
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+    """Scaled dot-product attention, ``softmax(q @ k.T * scale + mask) @ v`` per head, without forming the
+    ``Sq x Sk`` score matrix (flash-style online softmax over key blocks, fp32 accumulation).
+
+    Shapes: q ``(B, Hq, Sq, D)``; k and v ``(B, Hk, Sk, D)`` with ``Hq % Hk == 0`` (grouped-query attention:
+    query head ``h`` uses key/value head ``h // (Hq // Hk)``); returns ``(B, Hq, Sq, D)`` (contiguous), q's dtype.
+    ``scale`` defaults to ``1 / sqrt(D)`` (any finite value is accepted). ``causal`` masks bottom-right
+    aligned: query ``i`` sees keys ``j <= i + Sk - Sq`` (SDPA's ``is_causal`` when ``Sq == Sk``; the KV-cache
+    decoding convention otherwise); a query row that sees no key gives zeros (and zero gradients).
+    dtypes: float32, float16, bfloat16 (float64 on CPU), the same for q, k, v. Any strides (e.g. a
+    ``(B, S, H, D)`` tensor transposed). Differentiable in q, k and v.
+    """
+    return torch.ops.yirage.attention(q, k, v, causal, scale)
+
+
 # Every public function defined above (not the typing names imported at the top).
 __all__ = [_n for _n, _f in list(globals().items())
            if callable(_f) and getattr(_f, "__module__", None) == __name__ and not _n.startswith("_")]

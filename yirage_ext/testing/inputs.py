@@ -197,3 +197,38 @@ def linear_inputs(x_shape: Sequence[int], n: int, dtype: torch.dtype = torch.flo
 
 
 # ---- attention ----
+
+ATTENTION_LAYOUTS = ("contiguous", "bshd", "broadcast")
+
+
+@dataclasses.dataclass
+class AttentionInputs:
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    causal: bool
+    scale: Optional[float]
+
+
+def attention_inputs(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int, head_dim: int,
+                     dtype: torch.dtype = torch.float32, device="cpu", causal: bool = False,
+                     scale: Optional[float] = None, layout: str = "contiguous", seed: int = 0) -> AttentionInputs:
+    """q (B, Hq, Sq, D), k and v (B, Hk, Sk, D), standard normal. Layouts: "contiguous"; "bshd", views of
+    (B, S, H, D) tensors transposed to (B, H, S, D) (the layout projections produce); "broadcast", k and v one
+    batch entry expanded over B (stride 0) and q a padded slice (row stride > D)."""
+    if layout not in ATTENTION_LAYOUTS:
+        raise ValueError(f"layout must be one of {ATTENTION_LAYOUTS}, got {layout!r}")
+    gen = torch.Generator().manual_seed(seed)
+
+    def make(h, s, is_kv):
+        if layout == "bshd":
+            return torch.randn(batch, s, h, head_dim, generator=gen).to(dtype=dtype, device=device).transpose(1, 2)
+        if layout == "broadcast" and is_kv:
+            one = torch.randn(1, h, s, head_dim, generator=gen).to(dtype=dtype, device=device)
+            return one.expand(batch, h, s, head_dim)
+        if layout == "broadcast":
+            return torch.randn(batch, h, s, head_dim + 5, generator=gen).to(dtype=dtype, device=device)[..., :head_dim]
+        return torch.randn(batch, h, s, head_dim, generator=gen).to(dtype=dtype, device=device)
+
+    return AttentionInputs(q=make(heads_q, seq_q, False), k=make(heads_kv, seq_kv, True),
+                           v=make(heads_kv, seq_kv, True), causal=causal, scale=scale)

@@ -187,3 +187,33 @@ def linear_ref(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activat
 
 
 # ---- attention ----
+
+
+def _attention_scores_ref(q: Tensor, k: Tensor, causal: bool, scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+    """(scores, visible): scale * q k^T in float64 with each key/value head repeated over its group of query
+    heads, and the (Sq, Sk) mask of keys each query sees (bottom-right causal alignment)."""
+    qd, kd = q.double(), k.double()
+    kd = kd.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    sq, sk = q.shape[2], k.shape[2]
+    visible = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        visible = torch.arange(sk, device=q.device)[None, :] <= i + (sk - sq)
+    return s.masked_fill(~visible, float("-inf")), visible
+
+
+def attention_ref(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+    """softmax(q k^T * scale, hidden keys masked) v in float64, GQA by repeating each key/value head over its
+    Hq/Hk query heads. A query row that sees no key gives zeros (and, through this code, zero gradients)."""
+    s, visible = _attention_scores_ref(q, k, causal, scale)
+    has_key = visible.any(-1, keepdim=True)
+    # rows without a key: softmax of zeros (finite, no NaN gradients), then multiplied by 0
+    p = torch.softmax(torch.where(has_key, s, torch.zeros_like(s)), dim=-1) * has_key
+    return p @ v.double().repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+
+
+def attention_lse_ref(q: Tensor, k: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+    """logsumexp over the visible keys of scale * q k^T, (B, Hq, Sq) float64; -inf for a row that sees none."""
+    return torch.logsumexp(_attention_scores_ref(q, k, causal, scale)[0], dim=-1)

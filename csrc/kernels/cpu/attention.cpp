@@ -1,0 +1,145 @@
+// Block sizes and scratch layout of the attention kernels; instantiates the tile loops once per ISA and
+// picks one at run time (isa.h).
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace yirage::kernels::cpu {
+namespace {
+
+// Scratch regions start on 64-byte boundaries (16 floats; 8 doubles use 128 bytes, harmless).
+constexpr int64_t kAlign = 16;
+int64_t padded(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Offsets (in accumulation-type elements) of one thread's forward scratch for tiles of R stacked query rows:
+// the score tile S/P (R, BK), the output accumulator (R, D), converted Q (R, D), K and V (BK, D) tiles, and
+// the row max and sum.
+struct FwdScratch {
+  int64_t s, acc, q, k, v, m, l, total;
+};
+FwdScratch fwd_scratch(int64_t bq, int64_t bk, int64_t d) {
+  FwdScratch o{};
+  int64_t at = 0;
+  const auto take = [&](int64_t n) { const int64_t r = at; at += padded(n); return r; };
+  o.s = take(bq * bk);
+  o.acc = take(bq * d);
+  o.q = take(bq * d);
+  o.k = take(bk * d);
+  o.v = take(bk * d);
+  o.m = take(bq);
+  o.l = take(bq);
+  o.total = at;
+  return o;
+}
+
+// The backward's for tiles of R stacked query rows: the dK and dV accumulators of a whole key/value head
+// (Sk, D), converted Q and dO (R, D), the dQ accumulator (R, D), D_i and lse of the rows, converted K and
+// V tiles (BK, D), and the P and dP/dS tiles (R, BK).
+struct BwdScratch {
+  int64_t dk, dv, q, dout, dq, di, lse, k, v, s, dp, total;
+};
+BwdScratch bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d) {
+  BwdScratch o{};
+  int64_t at = 0;
+  const auto take = [&](int64_t n) { const int64_t r = at; at += padded(n); return r; };
+  o.dk = take(sk * d);
+  o.dv = take(sk * d);
+  o.q = take(rows * d);
+  o.dout = take(rows * d);
+  o.dq = take(rows * d);
+  o.di = take(rows);
+  o.lse = take(rows);
+  o.k = take(bk * d);
+  o.v = take(bk * d);
+  o.s = take(rows * bk);
+  o.dp = take(rows * bk);
+  o.total = at;
+  return o;
+}
+
+size_t acc_size(DType t) { return t == DType::f64 ? sizeof(double) : sizeof(float); }
+
+size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+}  // namespace yirage::kernels::cpu
+
+// GCC 12 also reports the AVX-512 intrinsics headers' `__Y = __Y` placeholders under -Wuninitialized once
+// vexp and vmax are inlined here (target.h silences only -Wmaybe-uninitialized).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#define YR_KERNEL_IMPL "attention_impl.h"
+#include "per_isa.h"
+
+namespace yirage::kernels::cpu {
+
+// Forward blocks: a task's Q tile has about 256 rows (head rows x query rows) for long sequences, so the
+// GEMMs run near BLAS peak and each K/V tile is reused 256 times; fewer rows for short ones, to have tasks
+// for every thread. BK = 512 keys per tile: S is then 512 KiB of fp32.
+AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
+  const AttentionDims& d = p.dims;
+  const int64_t group = d.heads_q / d.heads_kv, rows_per_kv_head = group * d.seq_q;
+  const int64_t rows = rows_per_kv_head >= 768 ? 256 : rows_per_kv_head >= 192 ? 64 : 32;
+  const int64_t bk = 512;
+  p.block_q = std::max<int64_t>(1, std::min(rows / group, d.seq_q));
+  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(bk, d.seq_kv));
+  const int64_t blocks = (d.seq_q + p.block_q - 1) / p.block_q;
+  // split a group only as far as needed to give every thread a task
+  p.heads_per_task = group;
+  while (p.heads_per_task % 2 == 0 && d.batch * d.heads_kv * (group / p.heads_per_task) * blocks < threads) {
+    p.heads_per_task /= 2;
+  }
+  AttentionPlan plan;
+  plan.tasks = d.batch * (d.heads_q / p.heads_per_task) * blocks;
+  plan.scratch_bytes =
+      round64(size_t(fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+  return plan;
+}
+
+// Backward blocks: stacked Q tiles of about 256 rows and 256-key tiles keep all five GEMMs (inner dims D,
+// BK or rows) large. Query blocks are split over tasks only when the (batch, key/value head) pairs are
+// fewer than the threads.
+AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads) {
+  const AttentionDims& d = p.dims;
+  const int64_t group = d.heads_q / d.heads_kv;
+  p.block_q = std::max<int64_t>(1, std::min<int64_t>(256 / group, d.seq_q));
+  p.block_kv = std::max<int64_t>(1, std::min<int64_t>(256, d.seq_kv));
+  const int64_t blocks = (d.seq_q + p.block_q - 1) / p.block_q;
+  p.splits = 1;
+  while (d.batch * d.heads_kv * p.splits < threads && p.splits < blocks) ++p.splits;
+  AttentionPlan plan;
+  plan.tasks = d.batch * d.heads_kv * p.splits;
+  plan.scratch_bytes =
+      round64(size_t(bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+  return plan;
+}
+
+Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t task_end, void* scratch) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0 ||
+      p.heads_per_task <= 0 || (p.dims.heads_q / p.dims.heads_kv) % p.heads_per_task != 0) {
+    return Status::invalid_argument;
+  }
+  if (p.dims.dtype == DType::f64) {
+    return generic::attn_forward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
+  }
+  YR_DISPATCH_ISA(attn_forward_dispatch, p, task_begin, task_end, scratch);
+}
+
+Status attention_backward(const AttentionBackward& p, int64_t task_begin, int64_t task_end, void* scratch) {
+  if (p.gemm.fn == nullptr || p.dims.heads_kv <= 0 || p.block_q <= 0 || p.block_kv <= 0 || p.splits <= 0) {
+    return Status::invalid_argument;
+  }
+  if (p.dims.dtype == DType::f64) {
+    return generic::attn_backward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
+  }
+  YR_DISPATCH_ISA(attn_backward_dispatch, p, task_begin, task_end, scratch);
+}
+
+}  // namespace yirage::kernels::cpu

@@ -1,0 +1,109 @@
+// Flash-style attention on the CPU, forward and backward (torch-free).
+//
+// Strategy (FlashAttention-2 on a CPU): the Sq x Sk score matrix is never formed. Work is split into
+// query blocks x key blocks so every product is a GEMM on tiles: S = scale * Q_i K_j^T (BQ x BK), and the
+// caller's GEMM (a BLAS behind a callback, see GemmCallback) does them at BLAS speed. Between the GEMMs,
+// vectorized per-ISA loops (isa.h) apply the causal mask, keep the online softmax (running row max m,
+// row sum l, accumulator O rescaled by exp(m_old - m_new) when the max grows) and finish O / l.
+//   forward : one task per (batch, key/value head, query block), the block's rows of the query heads that
+//             share the key/value head (GQA) stacked into one Q tile, so each K/V tile is read once per group
+//             and decoding (Sq = 1) is a GEMM with one row per query head; the group is split only when
+//             there would be fewer tasks than threads. Per key block: S = scale Q K^T, P = exp(S - m),
+//             O = O * alpha + P V. Output O / l and lse = m + log(l) (-inf, with zeros out, for a query row
+//             that sees no key). Causal query blocks are handed out long-short-long-short, so the static
+//             thread split gets even work.
+//   backward: one task per (batch, key/value head), rows of the group's query heads stacked as in the
+//             forward, so dK and dV come out summed over the group (GQA); dK and dV of the whole head are
+//             accumulated in scratch. D_i = rowsum(dO * O); per query block i and key block j:
+//             P = exp(S - lse), dV_j += P^T dO_i, dP = dO_i V_j^T, dS = P * (dP - D_i),
+//             dQ_i += scale dS K_j (written when block i is done), dK_j += scale dS^T Q_i. With fewer
+//             (batch, key/value head) pairs than threads the query blocks are split over tasks, each with its
+//             own dK/dV partial sums for the caller to add up.
+// Inputs are any (B, H, S, D) strides with a contiguous last dim (broadcast dims of stride 0 included);
+// tiles of fp32 (fp64) inputs with a row stride >= D feed the GEMM in place, other tiles (bf16/fp16, or
+// stride-0 rows) are converted into fp32 scratch first. Accumulation in fp32 (fp64 for fp64). Causal
+// masks are aligned bottom-right: query i sees keys j <= i + Sk - Sq; key blocks past a query block's
+// last visible key are skipped. Any head dim; memory is linear in the sequence lengths (per-thread
+// scratch of a few tiles, plus O(Sk * D) per thread in the backward).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "types.h"
+
+namespace yirage::kernels::cpu {
+
+// C (m x n) = alpha * op(A) op(B) + beta * C on row-major matrices of the accumulation type (float, or
+// double when f64): op(A) is m x k (A stored k x m when trans_a), op(B) is k x n (B stored n x k when
+// trans_b); ld* are row strides. beta == 0 means C is not read. Supplied by the caller (the glue passes
+// one backed by torch's BLAS) so this code stays framework-free; it may throw.
+struct GemmCallback {
+  void (*fn)(void* ctx, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+             const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) = nullptr;
+  void* ctx = nullptr;
+};
+
+// Element strides of a (B, H, S, D) tensor whose last dim is contiguous.
+struct Strides4 {
+  int64_t b = 0, h = 0, s = 0;
+};
+
+struct AttentionDims {
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
+  bool causal = false;
+  double scale = 1.0;
+  DType dtype = DType::f32;
+};
+
+struct AttentionForward {
+  AttentionDims dims;
+  const void* q = nullptr;  // (B, Hq, Sq, D)
+  const void* k = nullptr;  // (B, Hk, Sk, D)
+  const void* v = nullptr;  // (B, Hk, Sk, D)
+  Strides4 q_strides, k_strides, v_strides;
+  void* out = nullptr;  // (B, Hq, Sq, D) contiguous
+  void* lse = nullptr;  // null, or (B, Hq, Sq) contiguous of the accumulation type
+  GemmCallback gemm;
+  // Set by attention_forward_plan: query rows per head and keys per tile, and how many query heads of a
+  // GQA group share one task (their rows are stacked, so each K/V tile is read once for all of them).
+  int64_t block_q = 0, block_kv = 0, heads_per_task = 1;
+};
+
+struct AttentionBackward {
+  AttentionDims dims;
+  const void* grad_out = nullptr;  // (B, Hq, Sq, D)
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* out = nullptr;  // (B, Hq, Sq, D): the forward's output
+  const void* lse = nullptr;  // (B, Hq, Sq) contiguous, accumulation type: the forward's log-sum-exp
+  Strides4 grad_out_strides, q_strides, k_strides, v_strides, out_strides;
+  void* grad_q = nullptr;  // (B, Hq, Sq, D) contiguous
+  // splits == 1: (B, Hk, Sk, D) contiguous, the input dtype. splits > 1: (B, Hk, splits, Sk, D) contiguous
+  // of the accumulation type, partial sums over disjoint query blocks, for the caller to add over dim 2.
+  void* grad_k = nullptr;
+  void* grad_v = nullptr;
+  GemmCallback gemm;
+  // Set by attention_backward_plan: query rows per head and keys per tile, and into how many tasks the
+  // query blocks of one (batch, key/value head) are split.
+  int64_t block_q = 0, block_kv = 0, splits = 1;
+};
+
+// Work split of a call: independent tasks, and the scratch one thread needs (64-byte multiple).
+struct AttentionPlan {
+  int64_t tasks = 0;
+  size_t scratch_bytes = 0;
+};
+
+// Choose the block sizes (stored in p) and size the work for `threads` workers. Dims must be validated
+// and non-empty.
+AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads);
+AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads);
+
+// Run tasks [task_begin, task_end) with `scratch` (plan.scratch_bytes, 64-byte aligned) private to the
+// calling thread. Tasks write disjoint outputs, so threads may run any task ranges concurrently.
+Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t task_end, void* scratch);
+Status attention_backward(const AttentionBackward& p, int64_t task_begin, int64_t task_end, void* scratch);
+
+}  // namespace yirage::kernels::cpu
