@@ -7,7 +7,7 @@
 // output elements [begin, end) of the rows x cols output (not whole rows), so a few very long rows still
 // spread over every thread; a call walks the row segments of its range.
 //
-// Math (fp32, vectorized per ISA on top of vexp):
+// Math (fp32, vectorized per ISA on top of vexp; activation_math_impl.h, shared with the GEMM epilogue):
 //   silu(a)       = a / (1 + e^-a); its derivative s + a*s*(1-s) with a sign-symmetric sigmoid
 //                   (m = e^-|a|, s(1-s) = m / (1+m)^2), so nothing overflows or cancels.
 //   gelu (erf)    = x * Phi(x), Phi the normal CDF: for |x| < 1.3 Phi = 1/2 + x*P(x^2) (degree 5), else
@@ -25,11 +25,12 @@
 
 #include <cstdint>
 
+#include "../activation.h"
 #include "types.h"
 
 namespace yirage::kernels::cpu {
 
-enum class Activation : int { silu = 0, gelu = 1, gelu_tanh = 2 };
+using kernels::Activation;  // silu, gelu and gelu_tanh here (none and relu are the GEMM epilogue's)
 
 struct ActivationForward {
   const void* x = nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 // GCC 12's AVX-512 intrinsics (max, min, round, convert, shifts, as vexp and vmax use them) report their own
 // `__Y = __Y` placeholders as uninitialized; target.h silences only the "maybe" form of that warning.

@@ -6,10 +6,9 @@
 // pre-activation), out = act(z), converted to the output dtype once; backward dz = g * act'(saved) and the
 // bias gradient's column sums in the same pass. Vectorized per ISA (isa.h), any row length; fp32 math (fp64
 // for fp64). The GEMM result may be fp32 scratch (the glue's fp32 path for bf16/fp16) or the output itself
-// (in place). Activations on fp32 lanes: exp is vexp (about 2 ulp); erf/erfc is Abramowitz-Stegun 7.1.26
-// (absolute error <= 1.5e-7, the formula torch's own vectorized CPU erf uses), written as erfc so the left
-// tail keeps relative precision; tanh is written through a sigmoid (no cancellation); fp64 lanes use
-// std::erfc / std::exp. Rows [row_begin, row_end) per call, for at::parallel_for.
+// (in place). The activations and their derivatives are the activation kernels' (activation.h: vexp, a
+// normal CDF with relative accuracy on its lower tail, tanh through a sigmoid; fp64 lanes use std::erfc /
+// std::exp). Rows [row_begin, row_end) per call, for at::parallel_for.
 #pragma once
 
 #include <cstdint>

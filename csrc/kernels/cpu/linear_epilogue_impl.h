@@ -1,89 +1,36 @@
 // The GEMM epilogue loops, written once over a vector type V. No include guard: linear_epilogue.cpp
 // includes this through per_isa.h, once per ISA. See linear_epilogue.h for the strategy and accuracy.
 
-template <typename V>
-inline constexpr bool kF64Lanes = sizeof(typename V::acc_t) == 8;
-
-// 1 / (1 + e^-x): 0 at -inf, 1 at +inf, NaN stays NaN
-template <typename V>
-inline V sigmoid(V x) {
-  const V one = V::set1(1);
-  return one / (one + vexp(V::zero() - x));
-}
-
-// The normal CDF Phi(z) = erfc(-z / sqrt 2) / 2, and e^(-z^2/2) (the density without its 1/sqrt(2 pi)).
-template <typename V>
-struct NormalCdf {
-  V cdf, gauss;
-};
-
-template <typename V>
-inline NormalCdf<V> normal_cdf(V z) {
-  using acc_t = typename V::acc_t;
-  const V gauss = vexp(V::zero() - V::set1(acc_t(0.5)) * z * z);
-  if constexpr (kF64Lanes<V>) {
-    acc_t lanes[V::W];
-    z.store(lanes);
-    for (int i = 0; i < V::W; ++i) lanes[i] = 0.5 * std::erfc(-lanes[i] * 0.70710678118654752440);
-    return {V::load(lanes), gauss};
-  } else {
-    // erfc(x) for x = |z| / sqrt 2 >= 0: t * poly(t) * e^(-x^2), t = 1 / (1 + p x) (A&S 7.1.26)
-    const V x = vabs(z) * V::set1(0.70710678118654752440f);
-    const V t = V::set1(1.f) / V::fma(V::set1(0.3275911f), x, V::set1(1.f));
-    V r = V::fma(V::set1(1.061405429f), t, V::set1(-1.453152027f));
-    r = V::fma(r, t, V::set1(1.421413741f));
-    r = V::fma(r, t, V::set1(-0.284496736f));
-    r = V::fma(r, t, V::set1(0.254829592f));
-    const V half_erfc = r * t * gauss * V::set1(0.5f);  // Phi(-|z|)
-    return {vselect_lt(z, V::zero(), half_erfc, V::set1(1.f) - half_erfc), gauss};
-  }
-}
-
-// sqrt(2/pi) (z + 0.044715 z^3), the argument of gelu_tanh's tanh
-template <typename V>
-inline V gelu_tanh_arg(V z) {
-  using acc_t = typename V::acc_t;
-  const V z2 = z * z;
-  return V::set1(acc_t(0.79788456080286535588)) * V::fma(V::set1(acc_t(0.044715)) * z2, z, z);
-}
+#include "activation_math_impl.h"
 
 template <typename V, Activation A>
 inline V activate(V z) {
-  using acc_t = typename V::acc_t;
   if constexpr (A == Activation::none) {
     return z;
   } else if constexpr (A == Activation::relu) {
     return vmax(V::zero(), z);  // NaN stays NaN (vmax returns its second operand then)
   } else if constexpr (A == Activation::gelu) {
-    return z * normal_cdf(z).cdf;
+    return Gelu<V>::f(z);
   } else if constexpr (A == Activation::gelu_tanh) {
-    return z * sigmoid(V::set1(acc_t(2)) * gelu_tanh_arg(z));  // 0.5 (1 + tanh u) = sigmoid(2u)
+    return GeluTanh<V>::f(z);
   } else {
-    return z * sigmoid(z);
+    return Silu<V>::f(z);
   }
 }
 
 // act'(z) times g; `s` is what the forward saved: z, or the output for relu
 template <typename V, Activation A>
 inline V activation_grad(V g, V s) {
-  using acc_t = typename V::acc_t;
   if constexpr (A == Activation::none) {
     return g;
   } else if constexpr (A == Activation::relu) {
     return vselect_lt(V::zero(), s, g, V::zero());  // out > 0
-  } else if constexpr (A == Activation::gelu) {
-    // Phi(z) + z phi(z)
-    const NormalCdf<V> n = normal_cdf(s);
-    return g * V::fma(s * V::set1(acc_t(0.39894228040143267794)), n.gauss, n.cdf);
-  } else if constexpr (A == Activation::gelu_tanh) {
-    // d/dz z sigmoid(2u) = sg + 2 z sg (1 - sg) u'(z), u' = sqrt(2/pi) (1 + 3 * 0.044715 z^2)
-    const V sg = sigmoid(V::set1(acc_t(2)) * gelu_tanh_arg(s));
-    const V du = V::set1(acc_t(0.79788456080286535588)) * V::fma(V::set1(acc_t(3 * 0.044715)), s * s, V::set1(1));
-    return g * V::fma(V::set1(acc_t(2)) * s * sg * (V::set1(1) - sg), du, sg);
   } else {
-    // sigmoid(z) (1 + z (1 - sigmoid(z)))
-    const V sg = sigmoid(s);
-    return g * (sg * V::fma(s, V::set1(1) - sg, V::set1(1)));
+    using Act = std::conditional_t<A == Activation::gelu, Gelu<V>,
+                                   std::conditional_t<A == Activation::gelu_tanh, GeluTanh<V>, Silu<V>>>;
+    V f, df;
+    Act::f_df(s, &f, &df);
+    return g * df;
   }
 }
 
