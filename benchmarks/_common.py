@@ -65,11 +65,14 @@ def measure_providers(rows: list, op: str, shape: str, dtype: str, nbytes: int, 
                    gbps=nbytes / med / 1e9, roof=100 * nbytes / med / copy_bw, copy=copy_bw / 1e9,
                    vs_torch=base / med if base else float("nan"))
         rows.append(row)
-        print(f"{op:13s} {shape:>11s} {dtype:9s} {name:8s} {row['ms']:8.3f} ms {row['gbps']:7.2f} GB/s "
+        print(f"{op:18s} {shape:>13s} {dtype:9s} {name:8s} {row['ms']:8.3f} ms {row['gbps']:7.2f} GB/s "
               f"({row['roof']:5.1f}% of copy {row['copy']:.2f})  {row['vs_torch']:.2f}x torch", flush=True)
 
 
-def write_markdown(rows: list, title: str, device: str, out: str | None, bytes_note: str) -> str:
+def write_markdown(rows: list, title: str, device: str, out: str | None, bytes_note: str | None = None,
+                   notes: list[str] = ()) -> str:
+    """Writes the rows as a Markdown table under a header with the date, device, torch and yirage_ext versions
+    and the command line; a GFLOP/s column when the rows have one. `bytes_note` says what GB/s counts."""
     today = datetime.date.today().isoformat()
     out = out or os.path.join(RESULTS_DIR, f"{title}-{device}-{today}.md")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -82,29 +85,33 @@ def write_markdown(rows: list, title: str, device: str, out: str | None, bytes_n
         f"- torch {torch.__version__}, yirage_ext {yirage_ext.__version__} ({yirage_ext.load_info().kind}), "
         f"CPU kernel variant {yirage_ext.cpu_isa()}",
         f"- python {platform.python_version()}; command: `python {command}`",
-        f"- GB/s counts ideal bytes ({bytes_note}); copy = `dst.copy_(src)` of the input's size in the same run "
-        "(read + write); median of the repeats, p20-p80 in brackets.",
-        "",
-        "| op | shape | dtype | provider | ms [p20-p80] | GB/s | % of copy | vs torch |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    if bytes_note is not None:
+        lines.append(f"- GB/s counts ideal bytes ({bytes_note}); copy = `dst.copy_(src)` of the input's size in the "
+                     "same run (read + write); median of the repeats, p20-p80 in brackets.")
+    lines += [f"- {n}" for n in notes]
+    flops = any("gflops" in r for r in rows)
+    cols = ["op", "shape", "dtype", "provider", "ms [p20-p80]"] + ["GFLOP/s"] * flops + ["GB/s", "% of copy", "vs torch"]
+    lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['provider']} | {r['ms']:.3f} "
-                     f"[{r['p20']:.3f}-{r['p80']:.3f}] | {r['gbps']:.2f} | {r['roof']:.0f}% (copy {r['copy']:.2f}) "
-                     f"| {r['vs_torch']:.2f}x |")
+        cells = [r["op"], r["shape"], r["dtype"], r["provider"], f"{r['ms']:.3f} [{r['p20']:.3f}-{r['p80']:.3f}]"]
+        if flops:
+            cells.append(f"{r['gflops']:.1f}")
+        cells += [f"{r['gbps']:.2f}", f"{r['roof']:.0f}% (copy {r['copy']:.2f})", f"{r['vs_torch']:.2f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {out}")
     return out
 
 
-def base_parser(doc: str):
+def base_parser(doc: str, shapes: list[str] = ("4096x4096", "16384x1024"), shapes_help: str = "ROWSxHIDDEN"):
     import argparse
 
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--shapes", nargs="+", default=["4096x4096", "16384x1024"], help="ROWSxHIDDEN")
+    p.add_argument("--shapes", nargs="+", default=list(shapes), help=shapes_help)
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile provider")

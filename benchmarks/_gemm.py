@@ -3,16 +3,9 @@ report with GFLOP/s beside the GB/s of ideal bytes and % of the copy bandwidth (
 except for a few rows, where the weight read is the roofline)."""
 from __future__ import annotations
 
-import datetime
-import os
-import platform
-import sys
 import time
 
-import torch
-
-import yirage_ext
-from _common import RESULTS_DIR, device_name, timeit
+from _common import timeit
 
 
 def parse_dims(p, s: str, n: int) -> tuple[int, ...]:
@@ -52,25 +45,3 @@ def measure(rows: list, op: str, shape: str, dtype: str, flops: float, nbytes: i
         rows.append(row)
         print(f"{op:18s} {shape:>16s} {dtype:9s} {name:8s} {row['ms']:9.3f} ms {row['gflops']:8.1f} GFLOP/s "
               f"{row['gbps']:7.2f} GB/s ({row['roof']:5.1f}% of copy)  {row['vs_torch']:.2f}x torch", flush=True)
-
-
-def write_markdown(rows: list, title: str, device: str, out: str | None, notes: list[str]) -> str:
-    today = datetime.date.today().isoformat()
-    out = out or os.path.join(RESULTS_DIR, f"{title}-{device}-{today}.md")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    command = " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    lines = [f"# {title} benchmark ({device})", "", f"- date: {today}", f"- device: {device_name(device)}",
-             f"- torch {torch.__version__}, yirage_ext {yirage_ext.__version__} ({yirage_ext.load_info().kind}), "
-             f"CPU kernel variant {yirage_ext.cpu_isa()}",
-             f"- python {platform.python_version()}; command: `python {command}`"]
-    lines += [f"- {n}" for n in notes]
-    lines += ["", "| op | shape | dtype | provider | ms [p20-p80] | GFLOP/s | GB/s | % of copy | vs torch |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['provider']} | {r['ms']:.3f} "
-                     f"[{r['p20']:.3f}-{r['p80']:.3f}] | {r['gflops']:.1f} | {r['gbps']:.2f} | "
-                     f"{r['roof']:.0f}% (copy {r['copy']:.2f}) | {r['vs_torch']:.2f}x |")
-    with open(out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {out}")
-    return out

@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import yirage_ext
+import yirage_ext  # noqa: F401  (loads the ops)
 from _common import base_parser, copy_bandwidth, measure_providers, parse_shape, write_markdown
 from yirage_ext.testing.inputs import activation_inputs
 from yirage_ext.testing.reference import assert_close, gelu_and_mul_ref, gelu_ref, silu_and_mul_ref

@@ -116,9 +116,8 @@ def memory_sweep(args, dtype_s: str) -> list:
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__)
-    p.set_defaults(shapes=["1x8x2048x128", "1x32x8x1x4097x128"], repeats=10, warmup=2)
-    next(a for a in p._actions if a.dest == "shapes").help = "BxHxSxD or BxHqxHkxSqxSkxD"
+    p = base_parser(__doc__, shapes=["1x8x2048x128", "1x32x8x1x4097x128"], shapes_help="BxHxSxD or BxHqxHkxSqxSkxD")
+    p.set_defaults(repeats=10, warmup=2)
     p.add_argument("--causal", action="store_true", help="causal mask (bottom-right aligned)")
     p.add_argument("--backward", action="store_true", help="also time forward + backward")
     p.add_argument("--memory", action="store_true", help="peak memory at S = 1024 .. 8192 (1x4xSx64)")

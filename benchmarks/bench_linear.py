@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import yirage_ext
-from _common import base_parser, copy_bandwidth
-from _gemm import measure, parse_dims, write_markdown
+from _common import base_parser, copy_bandwidth, write_markdown
+from _gemm import measure, parse_dims
 from yirage_ext.testing.inputs import linear_inputs
 from yirage_ext.testing.reference import ACTIVATIONS, assert_gemm_close, linear_ref
 
@@ -31,11 +31,7 @@ def eager_linear(x, w, b, act: str):
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__)
-    for action in p._actions:
-        if action.dest == "shapes":
-            action.help = "MxKxN: x (M, K), weight (N, K)"
-    p.set_defaults(shapes=SHAPES)
+    p = base_parser(__doc__, shapes=SHAPES, shapes_help="MxKxN: x (M, K), weight (N, K)")
     p.add_argument("--activations", nargs="+", default=["gelu"], choices=ACTIVATIONS)
     p.add_argument("--backward", action="store_true", help="time forward+backward (grads of x, weight, bias)")
     p.add_argument("--budget", type=float, default=5.0, help="seconds of timed calls per provider (fewer repeats "
@@ -72,7 +68,7 @@ def main(argv=None) -> int:
                     flops, nbytes = 2 * m * n * k, es * (x.numel() + w.numel() + n + m * n)
                 op = f"linear[{act}]" + ("+bwd" if args.backward else "")
                 measure(rows, op, f"{m}x{k}x{n}", dtype_s, flops, nbytes, copy_bw, providers, args)
-    write_markdown(rows, "linear" + ("-fwd-bwd" if args.backward else ""), args.device, args.out, [
+    write_markdown(rows, "linear" + ("-fwd-bwd" if args.backward else ""), args.device, args.out, notes=[
         "shape MxKxN: x (M, K), weight (N, K); torch = eager act(F.linear(x, w, b)), the unfused code; compile = "
         "torch.compile of it", "GFLOP/s counts 2MNK forward, 6MNK forward+backward; GB/s counts ideal bytes; copy = "
         "`dst.copy_(src)` of a weight-sized tensor in the same run; median of the repeats, p20-p80 in brackets"])

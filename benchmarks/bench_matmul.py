@@ -14,8 +14,8 @@ import sys
 import torch
 
 import yirage_ext
-from _common import base_parser, copy_bandwidth
-from _gemm import measure, parse_dims, write_markdown
+from _common import base_parser, copy_bandwidth, write_markdown
+from _gemm import measure, parse_dims
 from yirage_ext.testing.inputs import matmul_inputs
 from yirage_ext.testing.reference import assert_gemm_close, matmul_ref
 
@@ -23,11 +23,7 @@ SHAPES = ["2048x2048x2048", "1x4096x4096", "32x128x64x128"]
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__)
-    for action in p._actions:
-        if action.dest == "shapes":
-            action.help = "MxKxN or BxMxKxN: a (B, M, K), b (B, K, N)"
-    p.set_defaults(shapes=SHAPES)
+    p = base_parser(__doc__, shapes=SHAPES, shapes_help="MxKxN or BxMxKxN: a (B, M, K), b (B, K, N)")
     p.add_argument("--backward", action="store_true", help="time forward+backward (grads of a and b)")
     p.add_argument("--budget", type=float, default=5.0, help="seconds of timed calls per provider (fewer repeats "
                    "for large shapes)")
@@ -61,7 +57,7 @@ def main(argv=None) -> int:
                 flops, nbytes = 2 * nb * m * n * k, es * (a.numel() + b.numel() + nb * m * n)
             measure(rows, "matmul" + ("+bwd" if args.backward else ""), shape_s, dtype_s, flops, nbytes, copy_bw,
                     providers, args)
-    write_markdown(rows, "matmul" + ("-fwd-bwd" if args.backward else ""), args.device, args.out, [
+    write_markdown(rows, "matmul" + ("-fwd-bwd" if args.backward else ""), args.device, args.out, notes=[
         "shape MxKxN or BxMxKxN: a (B, M, K), b (B, K, N); torch = torch.matmul; compile = torch.compile of it",
         "GFLOP/s counts 2BMNK forward, 6BMNK forward+backward; GB/s counts ideal bytes; copy = `dst.copy_(src)` "
         "of a b-sized tensor in the same run; median of the repeats, p20-p80 in brackets"])

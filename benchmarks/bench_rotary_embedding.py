@@ -62,9 +62,7 @@ def fwd_bwd(fn, q, k, cos, sin, gq, gk):
 
 
 def main(argv=None) -> int:
-    p = base_parser(__doc__)
-    p.set_defaults(shapes=["4096x32x128", "4096x32x8x128"])
-    p._option_string_actions["--shapes"].help = "SxHxD or SxHqxHkxD"  # base_parser's help names norm shapes
+    p = base_parser(__doc__, shapes=["4096x32x128", "4096x32x8x128"], shapes_help="SxHxD or SxHqxHkxD")
     p.add_argument("--modes", nargs="+", default=["neox", "gptj"], choices=["neox", "gptj"])
     p.add_argument("--no-backward", action="store_true", help="forward only")
     args = p.parse_args(argv)

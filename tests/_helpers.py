@@ -13,7 +13,7 @@ def dtype_id(dt):
 def reference_grads(fn_ref, inputs, grads_out):
     leaves = [t.detach().double().requires_grad_(t.requires_grad) if t is not None else None for t in inputs]
     outs = fn_ref(*leaves)
-    outs = outs if isinstance(outs, tuple) else (outs,)
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
     pairs = [(o, g) for o, g in zip(outs, grads_out) if g is not None]
     torch.autograd.backward([o for o, _ in pairs], [g.double() for _, g in pairs])
     return [t.grad if t is not None and t.requires_grad else None for t in leaves]
