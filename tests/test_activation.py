@@ -96,8 +96,8 @@ SPECIAL = [-math.inf, math.inf, math.nan, -100.0, -20.0, -5.5, -1.3, -0.0, 0.0, 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_nonfinite_and_large_inputs_match_torch(isa, dtype):
-    """inf/-inf/NaN and |x| up to 100 (3e4 = a large fp16): values and gradients as torch's F functions give
-    them (NaN where torch gives NaN, e.g. act(-inf) and every derivative at +-inf)."""
+    """inf/-inf/NaN and |x| up to 100 (3e4 = a large fp16): values and gradients as torch's F functions (gated
+    ops) and the float64 formula (gelu) give them: NaN at act(-inf) and for every derivative at +-inf."""
     a = torch.tensor(SPECIAL, dtype=dtype)
     # row 0: special values in the activated half; row 1: in the multiplied half
     x = torch.stack([torch.cat([a, torch.full_like(a, 1.5)]), torch.cat([torch.full_like(a, 1.5), a])])
@@ -111,7 +111,8 @@ def test_nonfinite_and_large_inputs_match_torch(isa, dtype):
         assert_close(xo.grad, xt.grad, dtype, msg=op.name + " grad")
     for approximate in APPROX:
         xo, xt = a.clone().requires_grad_(), a.clone().requires_grad_()
-        yo, yt = OPS.gelu(xo, approximate), F.gelu(xt, approximate=approximate)
+        # the float64 formula, not F.gelu: torch 2.11's vectorized fp32 gelu gives NaN at +inf on an AVX-512 CPU
+        yo, yt = OPS.gelu(xo, approximate), gelu_ref(xt, approximate)
         assert_close(yo, yt, dtype, msg=approximate)
         yo.backward(torch.ones_like(yo))
         yt.backward(torch.ones_like(yt))
