@@ -27,19 +27,50 @@ inline Moments<V> row_moments(const T* x, int64_t n, double eps) {
   acc_t first[W];
   load_n<V>(x, 1).store(first);
   const V shift = V::set1(first[0]);
-  V s1 = V::zero(), s2 = V::zero();
+  // two pairs of accumulators: the sums' add/fma latency, not the loads, would bound a single chain
+  V s1 = V::zero(), s2 = V::zero(), t1 = V::zero(), t2 = V::zero();
   int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const V d0 = V::load(x + i) - shift, d1 = V::load(x + i + W) - shift;
+    s1 = s1 + d0;
+    s2 = V::fma(d0, d0, s2);
+    t1 = t1 + d1;
+    t2 = V::fma(d1, d1, t2);
+  }
   for (; i + W <= n; i += W) { V d = V::load(x + i) - shift; s1 = s1 + d; s2 = V::fma(d, d, s2); }
-  if (i < n) { V d = keep_lanes(load_n<V>(x + i, n - i) - shift, n - i); s1 = s1 + d; s2 = V::fma(d, d, s2); }
+  if (i < n) { V d = keep_lanes(load_n<V>(x + i, n - i) - shift, n - i); t1 = t1 + d; t2 = V::fma(d, d, t2); }
+  s1 = s1 + t1;
+  s2 = s2 + t2;
   const acc_t dmean = s1.sum() / acc_t(n);
   acc_t var = s2.sum() / acc_t(n) - dmean * dmean;
   var = var > acc_t(0) ? var : acc_t(0);
   return {shift, V::set1(dmean), V::set1(acc_t(1) / std::sqrt(var + acc_t(eps)))};
 }
 
+// y = center(x) * rstd (* w) (+ b) over one row; whole vectors first, then one masked tail
+template <typename V, bool kWeight, bool kBias, typename T>
+inline void ln_affine_row(const T* x, const T* w, const T* b, const Moments<V>& mo, T* y, int64_t n) {
+  constexpr int W = V::W;
+  auto one = [&](V xv, V wv, V bv) {
+    V v = mo.center(xv) * mo.rstd;
+    if constexpr (kWeight && kBias) return V::fma(v, wv, bv);
+    else if constexpr (kWeight) return v * wv;
+    else if constexpr (kBias) return v + bv;
+    else return v;
+  };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    one(V::load(x + i), kWeight ? V::load(w + i) : V::zero(), kBias ? V::load(b + i) : V::zero()).store(y + i);
+  }
+  if (i < n) {
+    const int64_t m = n - i;
+    store_n(one(load_n<V>(x + i, m), kWeight ? load_n<V>(w + i, m) : V::zero(), kBias ? load_n<V>(b + i, m) : V::zero()),
+            y + i, m);
+  }
+}
+
 template <typename V, typename T>
 Status ln_forward_rows(const LayerNormForward& p, int64_t begin, int64_t end) {
-  constexpr int W = V::W;
   const int64_t n = p.cols;
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
@@ -47,13 +78,14 @@ Status ln_forward_rows(const LayerNormForward& p, int64_t begin, int64_t end) {
     const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
     T* y = static_cast<T*>(p.out) + row * n;
     const Moments<V> mo = row_moments<V>(x, n, p.eps);
-    for (int64_t i = 0; i < n; i += W) {
-      const int64_t m = n - i < W ? n - i : W;
-      const bool full = m == W;
-      V v = mo.center(full ? V::load(x + i) : load_n<V>(x + i, m)) * mo.rstd;
-      if (w) v = v * (full ? V::load(w + i) : load_n<V>(w + i, m));
-      if (b) v = v + (full ? V::load(b + i) : load_n<V>(b + i, m));
-      if (full) v.store(y + i); else store_n(v, y + i, m);
+    if (w && b) {
+      ln_affine_row<V, true, true>(x, w, b, mo, y, n);
+    } else if (w) {
+      ln_affine_row<V, true, false>(x, w, b, mo, y, n);
+    } else if (b) {
+      ln_affine_row<V, false, true>(x, w, b, mo, y, n);
+    } else {
+      ln_affine_row<V, false, false>(x, w, b, mo, y, n);
     }
   }
   return Status::ok;
