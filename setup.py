@@ -23,7 +23,8 @@ print(f"yirage_ext: building {'with' if with_cuda else 'without'} CUDA ({why})")
 Extension = CUDAExtension if with_cuda else CppExtension
 ext = Extension(
     "yirage_ext._C",
-    [os.path.relpath(s, ROOT) for s in cfg.sources(CSRC, with_cuda)],
+    # one file per translation unit (a glue directory is one unit), generated under build/
+    [os.path.relpath(s, ROOT) for s in cfg.write_translation_units(CSRC, with_cuda, os.path.join(ROOT, "build", "units"))],
     include_dirs=[CSRC],
     extra_compile_args={"cxx": cfg.cxx_flags(with_cuda), "nvcc": cfg.nvcc_flags()},
     extra_link_args=cfg.ld_flags(),

@@ -122,37 +122,22 @@ def _import_library(path: str, name: str):
     return module
 
 
-def _write_wrappers(csrc: str, sources: list[str], dst: str) -> list[str]:
-    """cpp_extension.load names objects by source basename; csrc/cpu/rms_norm.cpp and
-    csrc/meta/rms_norm.cpp would collide. Each source gets a one-line wrapper named by its path."""
-    os.makedirs(dst, exist_ok=True)
-    out = []
-    for src in sources:
-        rel = os.path.relpath(src, csrc)
-        stem, ext = os.path.splitext(rel.replace(os.sep, "__"))
-        wrapper = os.path.join(dst, stem + ext)
-        with open(wrapper, "w") as f:
-            f.write(f'#include "{src}"\n')
-        out.append(wrapper)
-    return out
-
-
 def _build(config: dict, final_dir: str):
     """Compiles and imports the library in a private directory, then renames it into place."""
     from torch.utils import cpp_extension
 
     csrc = config["csrc"]
-    sources = cfg.sources(csrc, config["with_cuda"])
+    units = cfg.translation_units(csrc, config["with_cuda"])
     for stale in glob.glob(f"{final_dir}.tmp-*"):  # left by killed builds (we hold the lock)
         shutil.rmtree(stale, ignore_errors=True)
     tmp_dir = f"{final_dir}.tmp-{os.getpid()}"
     target = "cuda" if config["with_cuda"] else "cpu"
-    _log(f"compiling the native library ({len(sources)} sources from {csrc}, torch {config['torch']}, "
+    _log(f"compiling the native library ({len(units)} translation units from {csrc}, torch {config['torch']}, "
          f"{target}: {config['cuda_reason']}) into {final_dir} - this takes a minute or two, once ...")
     t0 = time.perf_counter()
     module = cpp_extension.load(
         name=JIT_MODULE_NAME,
-        sources=_write_wrappers(csrc, sources, os.path.join(tmp_dir, "src")),
+        sources=cfg.write_translation_units(csrc, config["with_cuda"], os.path.join(tmp_dir, "src")),
         extra_cflags=config["cflags"],
         extra_cuda_cflags=config["cuda_cflags"],
         extra_ldflags=config["ldflags"],

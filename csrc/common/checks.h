@@ -33,6 +33,9 @@ inline const char* dtype_name(at::ScalarType t) {
   }
 }
 
+// An optional tensor argument that was given (Tensor? in a schema: absent, or present but undefined).
+inline bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
 inline bool is_supported_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble;
 }

@@ -21,7 +21,6 @@ namespace {
 
 namespace kcpu = kernels::cpu;
 using OptTensor = std::optional<at::Tensor>;
-using rotary_detail::has;
 
 // The stride of dims [0, lead) of t collapsed into one index, if they collapse (size-1 dims are skipped,
 // broadcast stride-0 dims collapse with each other).

@@ -10,7 +10,6 @@ namespace yirage {
 namespace {
 
 using OptTensor = std::optional<at::Tensor>;
-using rotary_detail::has;
 
 std::tuple<at::Tensor, at::Tensor> rotary_embedding_meta(const at::Tensor& q, const at::Tensor& k,
                                                          const at::Tensor& cos, const at::Tensor& sin,

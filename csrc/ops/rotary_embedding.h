@@ -20,8 +20,6 @@ inline bool sym_eq(const c10::SymInt& a, const c10::SymInt& b) {
   return a.sym_eq(b).expect_true(__FILE__, __LINE__);
 }
 
-inline bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 }  // namespace rotary_detail
 
 // One of q, k (or a gradient of an output): a floating tensor (..., S, H, D).
@@ -88,7 +86,6 @@ inline const at::Tensor* check_rotary_embedding_backward(const std::optional<at:
                                                          const std::optional<at::Tensor>& q,
                                                          const std::optional<at::Tensor>& k, const at::Tensor& cos,
                                                          const at::Tensor& sin, bool cos_sin_grad) {
-  using rotary_detail::has;
   const char* op = "rotary_embedding_backward";
   const std::pair<const char*, const std::optional<at::Tensor>*> all[] = {
       {"grad_q", &grad_q}, {"q", &q}, {"grad_k", &grad_k}, {"k", &k}};

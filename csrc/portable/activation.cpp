@@ -5,11 +5,12 @@
 #include <torch/library.h>
 
 #include "ops/activation.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-at::ScalarType acc_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+using portable::acc_type;
 
 // (a, b) = (x[..., :d], x[..., d:]) in the accumulation type
 std::tuple<at::Tensor, at::Tensor> halves(const at::Tensor& x) {

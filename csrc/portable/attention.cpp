@@ -10,13 +10,14 @@
 #include <tuple>
 
 #include "ops/attention.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-constexpr int64_t kBlock = 512;  // keys per block
+using portable::acc_type;
 
-at::ScalarType acc_type(const at::Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+constexpr int64_t kBlock = 512;  // keys per block
 
 // (B, Hq, S, X) -> (B, Hk, G*S, X) in the accumulation type: the G query heads of each key/value head
 // stacked along the rows.

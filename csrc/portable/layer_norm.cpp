@@ -4,13 +4,12 @@
 #include <torch/library.h>
 
 #include "ops/layer_norm.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-at::ScalarType acc_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
-
-bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+using portable::acc_type;
 
 // (xhat, rstd) in the accumulation type: xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps)
 std::tuple<at::Tensor, at::Tensor> normalize(const at::Tensor& x, double eps) {

@@ -7,11 +7,12 @@
 #include <tuple>
 
 #include "ops/linear.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-at::ScalarType acc_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+using portable::acc_type;
 
 at::Tensor activate(const at::Tensor& z, Activation act) {
   switch (act) {

@@ -5,13 +5,12 @@
 #include <torch/library.h>
 
 #include "ops/rms_norm.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-at::ScalarType acc_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
-
-bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+using portable::acc_type;
 
 // y = x * rsqrt(mean(x^2, -1) + eps) * weight, in the accumulation type; returns (y_acc, rstd)
 std::tuple<at::Tensor, at::Tensor> normalize(const at::Tensor& x, const std::optional<at::Tensor>& weight,

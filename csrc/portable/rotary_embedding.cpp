@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "ops/rotary_embedding.h"
+#include "portable/common.h"
 
 namespace yirage {
 namespace {
 
-using OptTensor = std::optional<at::Tensor>;
-using rotary_detail::has;
+using portable::acc_type;
 
-at::ScalarType acc_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+using OptTensor = std::optional<at::Tensor>;
 
 // The pairs (x1, x2) of the first 2 * half features: neox the two halves, gpt-j the even and odd features.
 std::pair<at::Tensor, at::Tensor> split_pairs(const at::Tensor& x, int64_t half, bool interleaved) {
