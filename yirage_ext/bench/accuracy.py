@@ -3,7 +3,9 @@ yirage_ext.testing.reference (the tests' tolerances: one source of truth).
 
 Metrics, each over the whole tensor: max absolute error, max relative error (where |ref| >= atol / rtol: near
 zero only the absolute error means something), L2 relative error ||out - ref|| / ||ref||, max ULP distance
-(fp16/bf16: the distance in representable values between the output and the reference rounded to the dtype),
+(fp16/bf16: the distance in representable values between the output and the reference rounded to the dtype,
+over the elements where |ref| >= atol / rtol, as the relative error: near zero a tiny absolute error spans
+thousands of subnormal-scale ULPs),
 and the fraction of elements outside ``atol + rtol * |ref|``. A NaN or Inf where the reference has a finite
 value never passes (and counts as outside); NaN where the reference is NaN, or the same infinity, matches."""
 from __future__ import annotations
@@ -90,7 +92,8 @@ def compare(actual: Tensor, expected: Tensor, atol: float, rtol: float,
     ulp = None
     if dtype in HALF_TYPES:
         d = ulp_distance(actual.detach().cpu(), expected.detach().cpu(), dtype)
-        ulp = int(d[both].max().item()) if both.any() else 0
+        sized = both & (e.abs() >= floor)
+        ulp = int(d[sized].max().item()) if sized.any() else 0
     n_bad = int(bad_nonfinite.sum().item())
     n_out = int(outside.sum().item())
     return Accuracy(max_abs=diff.max().item(), max_rel=rel.max().item(), l2_rel=l2, max_ulp=ulp,

@@ -73,12 +73,13 @@ def plan_shapes(ops: Sequence[str], shapes: Optional[Iterable[str]]) -> Dict[str
 
 def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtypes: Optional[Iterable[str]] = None,
         providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
-        warmup: int = 5, repeats: int = 50, budget_s: float = 0.5, seed: int = 0,
+        warmup: int = 5, repeats: int = 50, budget_s: float = 0.2, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
         rooflines: Optional[Rooflines] = None) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
-    provider). Defaults: every op, `cuda` if available else `cpu`, float32 and bfloat16, every provider (those
-    that cannot run here give rows with their reason), each op's default shape. `progress(done, total, row)`
+    provider). Defaults: every op, `cuda` if available else `cpu`, float32 and bfloat16, every provider that
+    implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
+    row for every op), each op's default shape. `progress(done, total, row)`
     is called after each row; `rooflines` (for `device`) is measured on first use, or made here."""
     ops = _choose("ops", ops, list(OPS), list(OPS))
     device = check_device(device or default_device())
@@ -89,7 +90,8 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
                          f"repeats={repeats}, budget={budget_s}")
     rooflines = rooflines or Rooflines(device)
-    total = sum(len(s) for s in plan.values()) * len(dtype_names) * len(names)
+    total = sum(len(plan[op]) * len(dtype_names) * sum(1 for n in names if providers is not None
+                                                         or op in PROVIDERS[n].impls) for op in ops)
     rows: List[Result] = []
     for op in ops:
         spec = OPS[op]
@@ -102,6 +104,8 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
                     reference = None
                 group = []
                 for name in names:
+                    if providers is None and spec.name not in PROVIDERS[name].impls:
+                        continue  # the default set: only providers that implement the op get rows
                     row = run_case(spec, PROVIDERS[name], case, backward, warmup, repeats, budget_s, rooflines,
                                    seed, reference)
                     group.append(row)

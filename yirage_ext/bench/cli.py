@@ -31,7 +31,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", "--dtypes", dest="dtypes", nargs="+", metavar="DTYPE",
                    help=f"{', '.join(api.DTYPES)} (default: {' '.join(api.DEFAULT_DTYPES)})")
     p.add_argument("--providers", nargs="+", metavar="PROVIDER",
-                   help=f"default: all ({', '.join(DEFAULT_PROVIDERS)}); those that cannot run here say why")
+                   help=f"default: each of {', '.join(DEFAULT_PROVIDERS)} that implements the op; those that "
+                   "cannot run here say why")
     p.add_argument("--shapes", nargs="+", metavar="SHAPE",
                    help="SHAPE for every selected op, or OP:SHAPE for one (formats below)")
     p.add_argument("--backward", action="store_true", help="time forward + backward, check gradients too")
@@ -40,8 +41,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="PNG bar chart (one file per op: FILE-<op>.png for several)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls per row (default 5)")
     p.add_argument("--repeats", type=int, default=50, help="at most this many timed calls per row (default 50)")
-    p.add_argument("--budget", type=float, default=0.3, help="about this many seconds of timed calls per row "
-                   "(default 0.3)")
+    p.add_argument("--budget", type=float, default=0.2, help="about this many seconds of timed calls per row "
+                   "(default 0.2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr: auto = when stderr is a terminal")
