@@ -73,7 +73,7 @@ def plan_shapes(ops: Sequence[str], shapes: Optional[Iterable[str]]) -> Dict[str
 
 def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtypes: Optional[Iterable[str]] = None,
         providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
-        warmup: int = 5, repeats: int = 50, budget_s: float = 0.2, seed: int = 0,
+        warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
         rooflines: Optional[Rooflines] = None) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,

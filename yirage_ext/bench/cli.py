@@ -10,6 +10,8 @@ import sys
 import time
 from typing import List, Optional
 
+import yirage_ext
+
 from . import api, report
 from .cases import OPS
 from .profiler import Rooflines
@@ -39,10 +41,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="FILE", help="write every row, all metrics, to a CSV file")
     p.add_argument("--markdown", metavar="FILE", help="write the table with date, device and versions")
     p.add_argument("--plot", metavar="FILE", help="PNG bar chart (one file per op: FILE-<op>.png for several)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls per row (default 5)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls per row (default 3)")
     p.add_argument("--repeats", type=int, default=50, help="at most this many timed calls per row (default 50)")
-    p.add_argument("--budget", type=float, default=0.2, help="about this many seconds of timed calls per row "
-                   "(default 0.2)")
+    p.add_argument("--budget", type=float, default=0.1, help="about this many seconds of timed calls per row "
+                   "(default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr: auto = when stderr is a terminal")
@@ -105,7 +107,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         close()
     env = api.environment(device)
     notes = _notes(rooflines, time.perf_counter() - t0)
-    print(f"yirage_ext {env['yirage_ext']} ({env['library']}), torch {env['torch']}, {device}: {env['device_name']}")
+    info = yirage_ext.load_info()
+    print(f"yirage_ext {env['yirage_ext']} with torch {env['torch']}; library: {info.kind} ({info.path})"
+          + (f", JIT because: {info.reason}" if info.reason else ""))
+    print(f"device: {device} ({env['device_name']}), CPU kernel variant {env['cpu_variant']}")
     print(report.table(rows))
     for n in notes:
         print(n)
