@@ -195,6 +195,7 @@ def test_adding_a_provider_and_broken_providers_become_rows(scratch_provider):
 
 
 def test_every_op_yirage_and_torch_forward_and_backward():
+    assert set(SMALL) == set(OPS), "give every op of yirage_ext.bench.cases.OPS a small shape here"
     shapes = [f"{op}:{s}" for op, s in SMALL.items()]
     rows = api.run(device="cpu", dtypes=["float32", "bfloat16"], providers=["yirage", "torch"], shapes=shapes, **FAST)
     assert len(rows) == len(OPS) * 2 * 2

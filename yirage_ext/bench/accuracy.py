@@ -65,6 +65,9 @@ def ulp_distance(actual: Tensor, expected: Tensor, dtype: torch.dtype) -> Tensor
     return (_ordered_bits(a) - _ordered_bits(e)).abs()
 
 
+CHUNK = 1 << 18  # elements per pass: the float64 temporaries stay in cache
+
+
 def compare(actual: Tensor, expected: Tensor, atol: float, rtol: float,
             dtype: Optional[torch.dtype] = None) -> Accuracy:
     """Metrics of `actual` against the float64 `expected` with tolerance ``atol + rtol * |expected|``."""
@@ -74,30 +77,45 @@ def compare(actual: Tensor, expected: Tensor, atol: float, rtol: float,
                         note=f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     if actual.dtype != dtype:
         return Accuracy(passed=False, atol=atol, rtol=rtol, note=f"dtype {actual.dtype}, expected {dtype}")
-    a = actual.detach().double().cpu()
-    e = expected.detach().double().cpu()
-    if a.numel() == 0:
-        return Accuracy(atol=atol, rtol=rtol, max_ulp=0 if dtype in HALF_TYPES else None)
-    e_finite = torch.isfinite(e)
-    same_special = (torch.isnan(a) & torch.isnan(e)) | (~e_finite & (a == e))
-    bad_nonfinite = ~torch.isfinite(a) & e_finite | (~e_finite & ~same_special)
-    both = e_finite & torch.isfinite(a)
-    diff = torch.where(both, (a - e).abs(), torch.zeros_like(a))
+    half = dtype in HALF_TYPES
+    flat_a = actual.detach().cpu().reshape(-1)
+    flat_e = expected.detach().cpu().reshape(-1)
+    n = flat_a.numel()
     floor = atol / rtol if rtol > 0 else 1.0
-    rel = diff / e.abs().clamp_min(floor).where(both, torch.ones_like(e))
-    outside = bad_nonfinite | (diff > atol + rtol * e.abs().where(both, torch.zeros_like(e)))
-    ref_norm = torch.linalg.vector_norm(e.where(both, torch.zeros_like(e))).item()
-    err_norm = torch.linalg.vector_norm(diff).item()
+    max_abs = max_rel = err_sq = ref_sq = 0.0
+    max_ulp = n_bad = n_out = 0
+    all_finite = bool(torch.isfinite(flat_a).all()) and bool(torch.isfinite(flat_e).all())
+    for start in range(0, n, CHUNK):
+        a = flat_a[start:start + CHUNK].double()
+        e = flat_e[start:start + CHUNK].double()
+        if all_finite:  # the common case, in fewer passes
+            e_abs = e.abs()
+            diff = a.sub_(e).abs_()
+            both = None
+        else:
+            e_finite = torch.isfinite(e)
+            a_finite = torch.isfinite(a)
+            both = e_finite & a_finite
+            same_special = (torch.isnan(a) & torch.isnan(e)) | (~e_finite & (a == e))
+            bad = (~a_finite & e_finite) | (~e_finite & ~same_special)
+            n_bad += int(bad.sum().item())
+            n_out += int(bad.sum().item())
+            e_abs = torch.where(both, e.abs(), 0.0)
+            diff = torch.where(both, (a - e).abs(), 0.0)
+        n_out += int((diff > e_abs * rtol + atol).sum().item())
+        max_abs = max(max_abs, diff.max().item())
+        max_rel = max(max_rel, (diff / e_abs.clamp_min(floor)).max().item())
+        err_sq += torch.dot(diff, diff).item()
+        ref_sq += torch.dot(e_abs, e_abs).item()
+        if half:
+            sized = e_abs >= floor if both is None else both & (e_abs >= floor)
+            if sized.any():
+                d = ulp_distance(flat_a[start:start + CHUNK], flat_e[start:start + CHUNK], dtype)
+                max_ulp = max(max_ulp, int(d[sized].max().item()))
+    err_norm, ref_norm = math.sqrt(err_sq), math.sqrt(ref_sq)
     l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
-    ulp = None
-    if dtype in HALF_TYPES:
-        d = ulp_distance(actual.detach().cpu(), expected.detach().cpu(), dtype)
-        sized = both & (e.abs() >= floor)
-        ulp = int(d[sized].max().item()) if sized.any() else 0
-    n_bad = int(bad_nonfinite.sum().item())
-    n_out = int(outside.sum().item())
-    return Accuracy(max_abs=diff.max().item(), max_rel=rel.max().item(), l2_rel=l2, max_ulp=ulp,
-                    frac_outside=n_out / a.numel(), nonfinite=n_bad, passed=n_out == 0, atol=atol, rtol=rtol)
+    return Accuracy(max_abs=max_abs, max_rel=max_rel, l2_rel=l2, max_ulp=max_ulp if half else None,
+                    frac_outside=n_out / n if n else 0.0, nonfinite=n_bad, passed=n_out == 0, atol=atol, rtol=rtol)
 
 
 def compare_all(pairs: Iterable[Tuple[Tensor, Tensor, Tuple[float, float]]], dtype: torch.dtype) -> Accuracy:

@@ -90,6 +90,12 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
                          f"repeats={repeats}, budget={budget_s}")
     rooflines = rooflines or Rooflines(device)
+    # the rooflines first, before compiles and the cases' allocations disturb the machine
+    if any(OPS[op].flops is None for op in ops):
+        rooflines.copy_bandwidth()
+    if any(OPS[op].flops is not None for op in ops):
+        for dtype_name in dtype_names:
+            rooflines.gemm_rate(DTYPES[dtype_name])
     total = sum(len(plan[op]) * len(dtype_names) * sum(1 for n in names if providers is not None
                                                          or op in PROVIDERS[n].impls) for op in ops)
     rows: List[Result] = []
