@@ -27,7 +27,7 @@ def test_cli_table_csv_and_plot(tmp_path):
     out_csv, out_png, out_md = tmp_path / "r.csv", tmp_path / "r.png", tmp_path / "r.md"
     args = ["--ops", "rms_norm", "matmul", "--device", "cpu", "--dtype", "float32", "bfloat16",
             "--providers", "yirage", "torch", "flash", "--shapes", "rms_norm:8x96", "matmul:16x32x8",
-            "--csv", str(out_csv), "--markdown", str(out_md), *TINY]
+            "--csv", str(out_csv), "--markdown", str(out_md), "--progress", "always", *TINY]
     if HAS_MPL:
         args += ["--plot", str(out_png)]
     r = bench(*args)
@@ -42,6 +42,8 @@ def test_cli_table_csv_and_plot(tmp_path):
     assert sum("FLOP/s" in line and "% gemm" in line for line in body) == 4
     assert sum("n/a: needs a CUDA device (running on cpu)" in line for line in body) == 4
     assert "Traceback" not in r.stderr
+    if importlib.util.find_spec("tqdm") is not None:  # the bar goes to stderr, never into the table
+        assert "12/12" in r.stderr and "|" not in "".join(lines[header + 2:])
     with open(out_csv) as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:len(CSV_FIELDS)] == CSV_FIELDS

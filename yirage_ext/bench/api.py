@@ -17,7 +17,7 @@ from .providers import DEFAULT_PROVIDERS, PROVIDERS
 from .runner import Result, _reference, run_case
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-DEFAULT_DTYPES = ("float32", "bfloat16")
+DEFAULT_DTYPES = ("bfloat16",)
 
 
 def default_device() -> str:
@@ -77,7 +77,7 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         progress: Optional[Callable[[int, int, Result], None]] = None,
         rooflines: Optional[Rooflines] = None) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
-    provider). Defaults: every op, `cuda` if available else `cpu`, float32 and bfloat16, every provider that
+    provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
     implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
     row for every op), each op's default shape. `progress(done, total, row)`
     is called after each row; `rooflines` (for `device`) is measured on first use, or made here."""

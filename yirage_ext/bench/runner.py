@@ -92,7 +92,8 @@ def _reference(spec: OpSpec, case: Case, backward: bool, seed: int):
     leaves = tuple(a.detach().double().requires_grad_(True) if i in spec.grad_args and isinstance(a, torch.Tensor)
                    else a for i, a in enumerate(case.args))
     outs = _outputs(spec.reference(*leaves))
-    ups = [u.double() for u in _upstream(outs, seed)]
+    # the providers' upstream gradients exactly: drawn in fp32, rounded to the case's dtype
+    ups = [u.to(case.dtype).double() for u in _upstream([o.detach().float() for o in outs], seed)]
     diff = [leaves[i] for i in spec.grad_args]
     grads = torch.autograd.grad(outs, diff, ups, allow_unused=True)
     return tuple(o.detach() for o in outs), grads
