@@ -19,7 +19,7 @@ $(DEPS):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet "torch==$(TORCH_VERSION)" ninja pytest numpy expecttest setuptools wheel
 	# the comparison framework's optional parts, so their tests run: Triton kernels (interpreted on CPU),
-	# progress bar, PNG plots (together about 70 s of install, Triton's wheel being most of it)
+	# progress bar, PNG plots (together about 90 s of download and install, most of it Triton's 290 MB wheel)
 	$(PIP) install --quiet triton tqdm matplotlib
 	touch $@
 

@@ -43,7 +43,7 @@ def test_cli_table_csv_and_plot(tmp_path):
     assert sum("n/a: needs a CUDA device (running on cpu)" in line for line in body) == 4
     assert "Traceback" not in r.stderr
     if importlib.util.find_spec("tqdm") is not None:  # the bar goes to stderr, never into the table
-        assert "12/12" in r.stderr and "|" not in "".join(lines[header + 2:])
+        assert "/12 [" in r.stderr and "|" not in "".join(lines[header + 2:])
     with open(out_csv) as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:len(CSV_FIELDS)] == CSV_FIELDS
