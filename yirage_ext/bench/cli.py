@@ -47,32 +47,44 @@ def parser() -> argparse.ArgumentParser:
                    "(default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                   help="progress bar on stderr: auto = when stderr is a terminal")
+                   help="progress on stderr: a bar (tqdm) when stderr is a terminal (auto) or always; without a "
+                   "terminal, a line per op for runs of 20 rows or more (auto)")
     return p
 
 
-def _progress(mode: str, total_hint: int):
-    """A callback for api.run drawing a bar on stderr (tqdm or rich when installed, else a line per op)."""
-    if mode == "never" or (mode == "auto" and not sys.stderr.isatty()):
+LONG_RUN_ROWS = 20  # without a terminal, runs of at least this many rows print a line per op to stderr
+
+
+def _op_lines():
+    last = {"op": None}
+    t0 = time.perf_counter()
+
+    def update(done, total, row):
+        if total >= LONG_RUN_ROWS and row.op != last["op"]:
+            last["op"] = row.op
+            print(f"bench: {row.op} ({done}/{total} rows, {time.perf_counter() - t0:.0f} s)", file=sys.stderr,
+                  flush=True)
+    return update
+
+
+def _progress(mode: str):
+    """(callback for api.run, close): a bar on stderr (tqdm) when stderr is a terminal or with `always`; else,
+    for long runs, a line per op on stderr (`never`: nothing)."""
+    if mode == "never":
         return None, lambda: None
+    if mode == "auto" and not sys.stderr.isatty():
+        return _op_lines(), lambda: None
     try:
         from tqdm import tqdm
-
-        bar = tqdm(total=total_hint, file=sys.stderr, unit="row", leave=False)
-
-        def update(done, total, row):
-            bar.total = total
-            bar.set_description(f"{row.op} {row.provider}", refresh=False)
-            bar.update(1)
-        return update, bar.close
     except ImportError:
-        last = {"op": None}
+        return _op_lines(), lambda: None
+    bar = tqdm(total=0, file=sys.stderr, unit="row", leave=False)
 
-        def update(done, total, row):
-            if row.op != last["op"]:
-                last["op"] = row.op
-                print(f"[{done}/{total}] {row.op}", file=sys.stderr, flush=True)
-        return update, lambda: None
+    def update(done, total, row):
+        bar.total = total
+        bar.set_description(f"{row.op} {row.provider}", refresh=False)
+        bar.update(1)
+    return update, bar.close
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -97,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         p.error(str(e))
     rooflines = Rooflines(device)
-    update, close = _progress(args.progress, 0)
+    update, close = _progress(args.progress)
     t0 = time.perf_counter()
     try:
         rows = api.run(ops=ops, device=device, dtypes=args.dtypes, providers=args.providers, shapes=args.shapes,

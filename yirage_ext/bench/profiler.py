@@ -100,7 +100,7 @@ class Rooflines:
 
     def copy_bandwidth(self) -> float:
         if self._copy is None:
-            n = (256 if _is_cuda(self.device) else 32) * 2**20 // 4  # fp32 elements: 1 GiB moved on GPU, 128 MiB on CPU
+            n = (512 if _is_cuda(self.device) else 32) * 2**20 // 4  # fp32 elements of a 512 MiB / 32 MiB buffer
             src = torch.randn(n, device=self.device)
             dst = torch.empty_like(src)
             t = profile(lambda: dst.copy_(src), self.device, warmup=3, repeats=50, budget_s=self.budget_s)
