@@ -120,3 +120,20 @@ def test_bad_argument_messages(argv, expected, given, capsys):
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
     assert err.startswith("python -m yirage_ext.bench: error: ") and expected in err and given in err
+
+
+def test_long_runs_without_a_terminal_print_a_line_per_op(capsys):
+    from yirage_ext.bench.runner import Result
+
+    rows = [Result(op, "8x8", "float32", "cpu", "fwd", p) for op in ("gelu", "softmax") for p in ("yirage", "torch")]
+    short, _ = cli._progress("auto")  # stderr is captured here: not a terminal
+    for i, r in enumerate(rows):
+        short(i + 1, len(rows), r)
+    assert capsys.readouterr().err == ""
+    long_run, _ = cli._progress("auto")
+    for i, r in enumerate(rows):
+        long_run(i + 1, cli.LONG_RUN_ROWS, r)
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in err] == ["bench: gelu", "bench: softmax"]
+    assert err[1].startswith(f"bench: softmax (3/{cli.LONG_RUN_ROWS} rows, ")
+    assert cli._progress("never")[0] is None
