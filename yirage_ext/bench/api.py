@@ -5,6 +5,7 @@ raises ValueError naming the argument, what was expected and what was given (the
 one-line message and exit status 2)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -142,8 +143,9 @@ def environment(device: str) -> Dict[str, str]:
         except (OSError, StopIteration):
             pass
         name += f", {torch.get_num_threads()} threads"
+    load = f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs" if hasattr(os, "getloadavg") else "unknown"
     return {"date": time.strftime("%Y-%m-%d"), "device": device, "device_name": name, "torch": torch.__version__,
             "yirage_ext": yirage_ext.__version__, "library": yirage_ext.load_info().kind,
             "cpu_variant": yirage_ext.cpu_isa(), "python": platform.python_version(),
-            "argv": " ".join(sys.argv[1:])}
+            "argv": " ".join(sys.argv[1:]), "load_average": load}
 

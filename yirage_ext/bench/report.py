@@ -77,7 +77,9 @@ def write_markdown(rows: Sequence[Result], path: str, env: Dict[str, str], notes
              f"- device: {env['device_name']}",
              f"- torch {env['torch']}, yirage_ext {env['yirage_ext']} ({env['library']}), CPU kernel variant "
              f"{env['cpu_variant']}, python {env['python']}",
-             f"- command: `python -m yirage_ext.bench {env['argv']}`"]
+             f"- command: `python -m yirage_ext.bench {env['argv']}`",
+             f"- load average (1 min) at the end of the run: {env.get('load_average', 'unknown')} (other work on the "
+             "machine shows up as noisy times)"]
     lines += [f"- {n}" for n in notes]
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in cells(r)) + " |" for r in rows]
