@@ -32,8 +32,9 @@ install: wheel
 
 # DEMO_ARGS go to the CLI, e.g. make demo DEMO_ARGS="--ops rms_norm softmax --backward --plot demo.png"
 DEMO_ARGS ?=
+# -I: the installed wheel, not the checkout's yirage_ext/ (python -m would put the current directory first)
 demo: install
-	$(PY) -m yirage_ext.bench $(DEMO_ARGS)
+	$(PY) -I -m yirage_ext.bench $(DEMO_ARGS)
 
 test: install
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
