@@ -119,8 +119,14 @@ def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accu
     return A.compare_all(pairs, case.dtype)
 
 
-def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = False, warmup: int = 5,
-             repeats: int = 50, budget_s: float = 0.5, rooflines: Optional[Rooflines] = None, seed: int = 0,
+def _reason(e: Exception, context: str = "") -> str:
+    """'TypeName: first line of the message' (one line for the table)."""
+    text = str(e).strip()
+    return f"{type(e).__name__}{context}" + (f": {text.splitlines()[0]}" if text else "")
+
+
+def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = False, warmup: int = 3,
+             repeats: int = 50, budget_s: float = 0.1, rooflines: Optional[Rooflines] = None, seed: int = 0,
              reference=None) -> Result:
     """One row: `provider` on `case`; never raises for a provider's failure (the row says what went wrong)."""
     row = Result(case.op, case.shape, _dtype_name(case.dtype), case.device, "fwd+bwd" if backward else "fwd",
@@ -150,8 +156,7 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
         acc = _check(spec, case, outs, grads, ref_outs, ref_grads)
         del outs, grads
     except Exception as e:  # noqa: BLE001 -- any failure is the row's reason
-        row.status, row.reason = "error", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-        row.verdict = "error"
+        row.status, row.reason, row.verdict = "error", _reason(e), "error"
         return row
     row.max_abs, row.max_rel, row.l2_rel, row.max_ulp = acc.max_abs, acc.max_rel, acc.l2_rel, acc.max_ulp
     row.frac_outside, row.atol, row.rtol, row.verdict = acc.frac_outside, acc.atol, acc.rtol, acc.verdict()
@@ -161,7 +166,7 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
     try:
         t = profile(lambda: call(), case.device, warmup, repeats, budget_s)
     except Exception as e:  # noqa: BLE001
-        row.status, row.reason = "error", f"{type(e).__name__} while timing: {str(e).strip().splitlines()[0]}"
+        row.status, row.reason, row.verdict = "error", _reason(e, " while timing"), "error"
         return row
     row.ms, row.p20_ms, row.p80_ms, row.repeats = t.median * 1e3, t.p20 * 1e3, t.p80 * 1e3, t.repeats
     row.gbps = spec.nbytes(case.args, backward) / t.median / 1e9
