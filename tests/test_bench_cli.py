@@ -74,7 +74,7 @@ def test_cli_exit_status_1_when_a_check_fails():
     r = bench("--ops", "gelu", "--device", "cpu", "--dtype", "float32", "--shapes", "4x32",
               "--providers", "torch", "off", *TINY, code=code)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "FAIL (100.00% outside)" in r.stdout
+    assert "FAIL (out: 100.00% outside)" in r.stdout
     assert "1 of 2 rows failed: gelu 4x32 float32 off: FAIL" in r.stderr
 
 

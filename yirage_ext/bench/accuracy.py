@@ -118,10 +118,14 @@ def compare(actual: Tensor, expected: Tensor, atol: float, rtol: float,
                     frac_outside=n_out / n if n else 0.0, nonfinite=n_bad, passed=n_out == 0, atol=atol, rtol=rtol)
 
 
-def compare_all(pairs: Iterable[Tuple[Tensor, Tensor, Tuple[float, float]]], dtype: torch.dtype) -> Accuracy:
-    """compare() over (actual, expected, (atol, rtol)) pairs, merged (worst of each metric)."""
+def compare_all(pairs: Iterable[Tuple], dtype: torch.dtype) -> Accuracy:
+    """compare() over (actual, expected, (atol, rtol)[, label]) tuples, merged (worst of each metric); a failing
+    pair's label (e.g. "grad[1]") goes into the note, so the verdict says which tensor failed."""
     result = None
-    for actual, expected, (atol, rtol) in pairs:
+    for actual, expected, (atol, rtol), *label in pairs:
         acc = compare(actual, expected, atol, rtol, dtype)
+        if not acc.passed and label and not acc.note:
+            what = f"{acc.nonfinite} non-finite" if acc.nonfinite else f"{acc.frac_outside:.2%} outside"
+            acc.note = f"{label[0]}: {what}"
         result = acc if result is None else result.merge(acc)
     return result if result is not None else Accuracy()

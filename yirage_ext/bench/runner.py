@@ -107,7 +107,7 @@ def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accu
         if o.device.type != want.type or (want.index is not None and o.device.index != want.index):
             return A.Accuracy(passed=False, note=f"output on {o.device}, expected {case.device}")
     tol = spec.tolerance(case.args, case.dtype)
-    pairs = [(o, r, tol) for o, r in zip(outs, ref_outs)]
+    pairs = [(o, r, tol, f"out[{j}]" if len(outs) > 1 else "out") for j, (o, r) in enumerate(zip(outs, ref_outs))]
     if grads is not None:
         for i, g, rg in zip(spec.grad_args, grads, ref_grads):
             if rg is None:
@@ -115,7 +115,7 @@ def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accu
             if g is None:
                 return A.Accuracy(passed=False, note=f"no gradient for argument {i}")
             scale = max(1.0, rg.abs().max().item()) if rg.numel() else 1.0
-            pairs.append((g, rg, (GRAD_TOL[case.dtype] * scale, GRAD_TOL[case.dtype])))
+            pairs.append((g, rg, (GRAD_TOL[case.dtype] * scale, GRAD_TOL[case.dtype]), f"grad of argument {i}"))
     return A.compare_all(pairs, case.dtype)
 
 
