@@ -96,7 +96,8 @@ def plot_paths(path: str, ops: Sequence[str]) -> Dict[str, str]:
 
 
 def write_plots(rows: Sequence[Result], path: str, title: str = "") -> List[str]:
-    """A bar chart per op (time per case, one bar per provider that ran; lower is better). Needs matplotlib."""
+    """A bar chart per op: for each case a bar per provider that ran, its rate from the median time (GB/s, or
+    GFLOP/s for compute-bound ops; higher is better, comparable across shapes). Needs matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,6 +111,7 @@ def write_plots(rows: Sequence[Result], path: str, title: str = "") -> List[str]
         providers = list(dict.fromkeys(r.provider for r in mine if r.ms == r.ms))
         fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(groups) * max(1, len(providers)) / 2), 3.6))
         width = 0.8 / max(1, len(providers))
+        compute = any(r.tflops == r.tflops for r in mine)
         for j, p in enumerate(providers):
             xs, ys = [], []
             for i, g in enumerate(groups):
@@ -117,10 +119,10 @@ def write_plots(rows: Sequence[Result], path: str, title: str = "") -> List[str]
                           + (" +bwd" if r.mode != "fwd" else "") == g and r.ms == r.ms), None)
                 if r is not None:
                     xs.append(i + (j - (len(providers) - 1) / 2) * width)
-                    ys.append(r.ms)
+                    ys.append(r.tflops * 1e3 if compute else r.gbps)
             ax.bar(xs, ys, width, label=p)
         ax.set_xticks(range(len(groups)), groups, fontsize=8)
-        ax.set_ylabel("ms (median, lower is better)")
+        ax.set_ylabel(("GFLOP/s" if compute else "GB/s of ideal bytes") + " (median; higher is better)")
         ax.set_title(f"{op}{' - ' + title if title else ''}", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
