@@ -182,16 +182,21 @@ def test_adding_a_provider_and_broken_providers_become_rows(scratch_provider):
     scratch_provider(Provider("moves", "returns a tensor on another device", lambda d: None,
                               {"rms_norm": lambda s: lambda x, w, eps: s.eager(x, w, eps).to("meta")}))
     scratch_provider(Provider("nodevice", "cannot run here", lambda d: "needs a frobnicator", {"rms_norm": None}))
+
+    def unsupported(x, w, eps):
+        raise bench.Unsupported("no kernel for 40 columns")
+    scratch_provider(Provider("nokernel", "finds out when it runs", lambda d: None, {"rms_norm": lambda s: unsupported}))
     rows = api.run(ops=["rms_norm"], device="cpu", dtypes=["float32"], shapes=["6x40"],
-                   providers=["torch", "ref32", "off", "raises", "moves", "nodevice", "yirage"], **FAST)
+                   providers=["torch", "ref32", "off", "raises", "moves", "nodevice", "nokernel", "yirage"], **FAST)
     by = {r.provider: r for r in rows}
-    assert [r.provider for r in rows] == ["torch", "ref32", "off", "raises", "moves", "nodevice", "yirage"]
+    assert [r.provider for r in rows] == ["torch", "ref32", "off", "raises", "moves", "nodevice", "nokernel", "yirage"]
     assert by["ref32"].status == "ok" and by["ref32"].ms > 0 and by["ref32"].speedup_vs_torch > 0
     assert by["off"].status == "fail" and by["off"].frac_outside > 0.5 and by["off"].failed
     assert by["raises"].status == "error" and by["raises"].reason == "RuntimeError: boom"
     assert by["moves"].status == "fail" and by["moves"].reason == "FAIL (output on meta, expected cpu)"
     assert by["nodevice"].status == "skip" and by["nodevice"].reason == "needs a frobnicator"
     assert not by["nodevice"].failed and by["yirage"].status == "ok"
+    assert by["nokernel"].status == "skip" and by["nokernel"].reason == "no kernel for 40 columns"
 
 
 def test_every_op_yirage_and_torch_forward_and_backward():

@@ -13,7 +13,8 @@ import yirage_ext as _yirage_ext  # noqa: F401  (registers torch.ops.yirage.*)
 from .accuracy import Accuracy, compare
 from .api import run
 from .cases import OPS, OpSpec
-from .providers import PROVIDERS, Provider, add_impl, register
+from .providers import PROVIDERS, Provider, Unsupported, add_impl, register
 from .runner import Result
 
-__all__ = ["run", "Result", "OPS", "OpSpec", "PROVIDERS", "Provider", "register", "add_impl", "Accuracy", "compare"]
+__all__ = ["run", "Result", "OPS", "OpSpec", "PROVIDERS", "Provider", "register", "add_impl", "Unsupported",
+           "Accuracy", "compare"]

@@ -16,7 +16,7 @@ import torch
 from . import accuracy as A
 from .cases import OPS, Case, OpSpec
 from .profiler import Rooflines, profile
-from .providers import PROVIDERS, Provider, unavailable
+from .providers import PROVIDERS, Provider, Unsupported, unavailable
 from ..testing.reference import GRAD_TOL
 
 
@@ -155,6 +155,9 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
         outs, grads = call()
         acc = _check(spec, case, outs, grads, ref_outs, ref_grads)
         del outs, grads
+    except Unsupported as e:  # the provider found it has no kernel for this case
+        row.reason = str(e)
+        return row
     except Exception as e:  # noqa: BLE001 -- any failure is the row's reason
         row.status, row.reason, row.verdict = "error", _reason(e), "error"
         return row
