@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   install everything, then run the main job (load the library, check and time the ops)
+#   make demo   install everything, then run the main job: python -m yirage_ext.bench (every op checked against
+#               the float64 reference and timed: ours vs torch vs torch.compile, and peers where they run)
 #   make test   install everything, then run the test suite
 # Everything goes into a virtual environment (.venv) with torch==$(TORCH_VERSION) (a CPU build; a bare
 # `torch` would pull gigabytes of CUDA packages). The library is built as a wheel against that torch
@@ -17,6 +18,9 @@ PYTEST_ARGS ?=
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet "torch==$(TORCH_VERSION)" ninja pytest numpy expecttest setuptools wheel
+	# the comparison framework's optional parts, so their tests run: Triton kernels (interpreted on CPU),
+	# progress bar, PNG plots (together about 90 s of download and install, most of it Triton's 290 MB wheel)
+	$(PIP) install --quiet triton tqdm matplotlib
 	touch $@
 
 wheel: $(DEPS)
@@ -26,8 +30,11 @@ wheel: $(DEPS)
 install: wheel
 	$(PIP) install --quiet --force-reinstall --no-deps dist/yirage_ext-*.whl
 
+# DEMO_ARGS go to the CLI, e.g. make demo DEMO_ARGS="--ops rms_norm softmax --backward --plot demo.png"
+DEMO_ARGS ?=
+# -I: the installed wheel, not the checkout's yirage_ext/ (python -m would put the current directory first)
 demo: install
-	$(PY) examples/demo.py
+	$(PY) -I -m yirage_ext.bench $(DEMO_ARGS)
 
 test: install
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)

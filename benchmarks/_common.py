@@ -1,39 +1,27 @@
-"""Shared by the benchmark scripts: timing, the copy roofline, device names and the Markdown report."""
+"""Shared by the per-op benchmark scripts: timing (the comparison framework's profiler), the copy roofline,
+device names and the Markdown report. `python -m yirage_ext.bench` is the main comparison; these scripts keep
+the deeper per-op sweeps (dims, modes, memory)."""
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
-import statistics
 import sys
-import time
 
 import torch
 
 import yirage_ext
+from yirage_ext.bench.profiler import profile
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def timeit(fn, device: str, warmup: int, repeats: int) -> tuple[float, float, float]:
-    """(median, p20, p80) seconds per call: CUDA events on GPU, perf_counter_ns on CPU."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter_ns()
-            fn()
-            times.append((time.perf_counter_ns() - t0) / 1e9)
-    q = statistics.quantiles(sorted(times), n=5)
-    return statistics.median(times), q[0], q[3]
+    """(median, p20, p80) seconds per call of exactly `repeats` timed calls: the comparison framework's profiler
+    (CUDA events with an L2 flush between repeats on GPU, perf_counter_ns on CPU)."""
+    t = profile(fn, device, warmup, repeats, budget_s=math.inf)
+    return t.median, t.p20, t.p80
 
 
 def copy_bandwidth(like: torch.Tensor, device: str, warmup: int, repeats: int) -> float:

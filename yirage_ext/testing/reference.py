@@ -18,6 +18,10 @@ TOLERANCES = {
     torch.bfloat16: (1.6e-2, 1.6e-2),
 }
 
+# Gradients sum over rows and reduction terms: compared with an absolute tolerance of GRAD_TOL[dtype] scaled by
+# the largest reference gradient (at least 1) and a relative tolerance of GRAD_TOL[dtype].
+GRAD_TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
 
 def assert_close(actual: Tensor, expected: Tensor, dtype: Optional[torch.dtype] = None, msg: str = "") -> None:
     """Compare in float64 with the tolerances of `dtype` (default: actual's dtype)."""

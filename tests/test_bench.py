@@ -1,0 +1,251 @@
+"""The comparison framework's parts: accuracy metrics, profiler statistics, provider registry and runner."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import yirage_ext.bench as bench
+from yirage_ext.bench import accuracy as A
+from yirage_ext.bench import api, profiler
+from yirage_ext.bench.cases import OPS
+from yirage_ext.bench.providers import PROVIDERS, Provider, unavailable
+from yirage_ext.bench.runner import run_case
+from yirage_ext.testing.reference import TOLERANCES
+
+FAST = dict(warmup=0, repeats=2, budget_s=0.01)
+# one small shape per op, odd sizes where the op allows them
+SMALL = {"rms_norm": "5x33", "fused_add_rms_norm": "3x2x17", "layer_norm": "5x33", "softmax": "5x33",
+         "log_softmax": "4x19", "silu_and_mul": "5x34", "gelu_and_mul": "3x18", "gelu": "5x33",
+         "rotary_embedding": "7x4x2x16", "matmul": "2x9x17x5", "linear": "9x17x5", "attention": "1x4x2x5x9x16"}
+
+
+# ---- accuracy ----
+
+def test_injected_errors_give_the_expected_metrics():
+    ref = torch.tensor([1.0, 2.0, -4.0, 0.5], dtype=torch.float64)
+    out = torch.tensor([1.0, 2.5, -4.0, 0.5], dtype=torch.float32)  # one error of 0.5 on 2.0
+    acc = A.compare(out, ref, 1e-5, 1e-5)
+    assert acc.max_abs == pytest.approx(0.5)
+    assert acc.max_rel == pytest.approx(0.25)
+    assert acc.l2_rel == pytest.approx(0.5 / math.sqrt(1 + 4 + 16 + 0.25))
+    assert acc.frac_outside == pytest.approx(0.25)
+    assert not acc.passed and acc.nonfinite == 0 and acc.max_ulp is None
+    assert acc.verdict() == "FAIL (25.00% outside)"
+    # within tolerance: passes, same metrics
+    assert A.compare(out, ref, 0.6, 0.0).passed
+
+
+def test_relative_error_floor_near_zero():
+    # |ref| below atol/rtol: the relative error is taken against atol/rtol, not a tiny |ref|
+    ref = torch.tensor([1e-12, 1.0], dtype=torch.float64)
+    out = torch.tensor([1e-6, 1.0], dtype=torch.float32)
+    acc = A.compare(out, ref, 1e-5, 1e-5)
+    assert acc.max_rel == pytest.approx((1e-6 - 1e-12) / 1.0, rel=1e-3)
+    assert acc.passed
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_ulp_distance(dtype):
+    one = torch.tensor([1.0], dtype=dtype)
+    steps = one.view(torch.int16) + torch.tensor([3], dtype=torch.int16)
+    three_up = steps.view(dtype)
+    acc = A.compare(three_up, one.double(), 1.0, 1.0, dtype)
+    assert acc.max_ulp == 3 and acc.passed
+    # across zero: the smallest positive and negative subnormals are 2 apart; -0 and +0 are 0 apart
+    tiny = torch.tensor([1], dtype=torch.int16).view(dtype)
+    assert A.ulp_distance(tiny, -tiny.double(), dtype).item() == 2
+    assert A.ulp_distance(torch.tensor([-0.0], dtype=dtype), torch.tensor([0.0]).double(), dtype).item() == 0
+    # negative values order the other way
+    assert A.ulp_distance((-three_up), (-one).double(), dtype).item() == 3
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nonfinite_never_passes(bad):
+    ref = torch.ones(8, dtype=torch.float64)
+    out = torch.ones(8)
+    out[3] = bad
+    acc = A.compare(out, ref, 1e30, 1e30)  # whatever the tolerance
+    assert not acc.passed and acc.nonfinite == 1 and acc.frac_outside == pytest.approx(1 / 8)
+    assert "non-finite" in acc.verdict()
+
+
+def test_matching_nonfinite_values_pass():
+    ref = torch.tensor([math.nan, math.inf, -math.inf, 1.0], dtype=torch.float64)
+    assert A.compare(ref.float(), ref, 1e-5, 1e-5).passed
+    wrong_sign = torch.tensor([math.nan, -math.inf, -math.inf, 1.0])
+    assert not A.compare(wrong_sign, ref, 1e-5, 1e-5).passed
+    finite_for_nan = torch.tensor([0.0, math.inf, -math.inf, 1.0])
+    assert not A.compare(finite_for_nan, ref, 1e-5, 1e-5).passed
+
+
+def test_shape_and_dtype_mismatch_fail():
+    ref = torch.ones(2, 3, dtype=torch.float64)
+    assert "shape" in A.compare(torch.ones(3, 2), ref, 1, 1).verdict()
+    assert "dtype" in A.compare(torch.ones(2, 3), ref, 1, 1, torch.bfloat16).verdict()
+
+
+# ---- profiler ----
+
+class StubWorkload:
+    """fn() advances a fake nanosecond clock by the next scripted duration."""
+
+    def __init__(self, durations_ms):
+        self.now, self.durations, self.calls = 0, list(durations_ms), 0
+
+    def clock(self):
+        return self.now
+
+    def __call__(self):
+        self.now += int(self.durations[self.calls] * 1e6)
+        self.calls += 1
+
+
+def test_profile_statistics_on_a_stub_workload():
+    work = StubWorkload([50, 50] + [7, 1, 9, 3, 5, 10, 2, 8, 4, 6])  # two warm-up calls, then 1..10 ms shuffled
+    t = profiler.profile(work, "cpu", warmup=2, repeats=10, budget_s=100, clock=work.clock)
+    assert work.calls == 12 and t.repeats == 10
+    assert t.median == pytest.approx(5.5e-3)
+    assert t.p20 == pytest.approx(2.8e-3) and t.p80 == pytest.approx(8.2e-3)  # inclusive quantiles of 1..10
+
+
+def test_summarize_matches_numpy_percentiles():
+    times = list(np.random.default_rng(0).exponential(1.0, 37))
+    t = profiler.summarize(times)
+    assert t.median == pytest.approx(np.percentile(times, 50))
+    assert t.p20 == pytest.approx(np.percentile(times, 20)) and t.p80 == pytest.approx(np.percentile(times, 80))
+
+
+def test_profile_budget_bounds_the_repeats():
+    work = StubWorkload([100] * 50)
+    t = profiler.profile(work, "cpu", warmup=0, repeats=50, budget_s=0.25, clock=work.clock)
+    assert t.repeats == 3 and t.median == pytest.approx(0.1)  # at least 3 once the budget is spent
+    slow = StubWorkload([2000] * 10)  # one call longer than the budget: no more warm-up, one timed call
+    t = profiler.profile(slow, "cpu", warmup=5, repeats=50, budget_s=1.0, clock=slow.clock)
+    assert slow.calls == 2 and t.repeats == 1 and t.median == pytest.approx(2.0)
+
+
+def test_rooflines_are_measured_once():
+    roof = profiler.Rooflines("cpu", budget_s=0.02)
+    bw = roof.copy_bandwidth()
+    assert bw > 1e8 and roof.copy_bandwidth() == bw
+    rate, what = roof.gemm_rate(torch.float32)
+    assert rate > 1e8 and "torch.matmul" in what and roof.gemm_rate(torch.float32) == (rate, what)
+
+
+# ---- providers and the runner ----
+
+@pytest.fixture
+def scratch_provider():
+    added = []
+
+    def add(provider):
+        added.append(bench.register(provider))
+        return provider
+    yield add
+    for p in added:
+        PROVIDERS.pop(p.name, None)
+
+
+def test_availability_reasons(monkeypatch):
+    f32 = torch.float32
+    assert unavailable(PROVIDERS["yirage"], "rms_norm", "cpu", f32, False) is None
+    assert unavailable(PROVIDERS["torch"], "attention", "cpu", f32, True) is None
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert "TRITON_INTERPRET=1" in unavailable(PROVIDERS["triton"], "rms_norm", "cpu", f32, False) \
+        or "not installed" in unavailable(PROVIDERS["triton"], "rms_norm", "cpu", f32, False)
+    for name in ("flash", "cudnn", "efficient"):
+        assert unavailable(PROVIDERS[name], "attention", "cpu", f32, False) == "needs a CUDA device (running on cpu)"
+    liger = unavailable(PROVIDERS["liger"], "rms_norm", "cpu", f32, False)
+    assert liger.startswith("not installed") or liger.startswith("needs a CUDA device")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if unavailable(PROVIDERS["triton"], "rms_norm", "cpu", f32, False) is None:  # triton installed
+        assert unavailable(PROVIDERS["triton"], "layer_norm", "cpu", f32, False) == "no triton implementation of layer_norm"
+        assert unavailable(PROVIDERS["triton"], "rms_norm", "cpu", torch.float64, False).startswith("float64 not supported")
+        assert unavailable(PROVIDERS["triton"], "rms_norm", "cpu", f32, True) == "forward only (no gradients)"
+
+
+@pytest.mark.skipif(torch._C._dispatch_has_kernel_for_dispatch_key("yirage::rms_norm", "CUDA"),
+                    reason="this build has CUDA kernels")
+def test_yirage_without_cuda_kernels_says_so():
+    why = unavailable(PROVIDERS["yirage"], "softmax", "cuda", torch.float32, False)
+    assert why == "no CUDA kernel registered for yirage::softmax"
+
+
+def test_adding_a_provider_and_broken_providers_become_rows(scratch_provider):
+    scratch_provider(Provider("ref32", "the reference rounded to fp32", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: s.reference(x, w, eps).to(x.dtype)}))
+    scratch_provider(Provider("off", "a wrong result", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: s.eager(x, w, eps) * 1.01}))
+    scratch_provider(Provider("raises", "raises", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: (_ for _ in ()).throw(RuntimeError("boom\nmore"))}))
+    scratch_provider(Provider("moves", "returns a tensor on another device", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: s.eager(x, w, eps).to("meta")}))
+    scratch_provider(Provider("nodevice", "cannot run here", lambda d: "needs a frobnicator", {"rms_norm": None}))
+
+    def unsupported(x, w, eps):
+        raise bench.Unsupported("no kernel for 40 columns")
+    scratch_provider(Provider("nokernel", "finds out when it runs", lambda d: None, {"rms_norm": lambda s: unsupported}))
+    rows = api.run(ops=["rms_norm"], device="cpu", dtypes=["float32"], shapes=["6x40"],
+                   providers=["torch", "ref32", "off", "raises", "moves", "nodevice", "nokernel", "yirage"], **FAST)
+    by = {r.provider: r for r in rows}
+    assert [r.provider for r in rows] == ["torch", "ref32", "off", "raises", "moves", "nodevice", "nokernel", "yirage"]
+    assert by["ref32"].status == "ok" and by["ref32"].ms > 0 and by["ref32"].speedup_vs_torch > 0
+    assert by["off"].status == "fail" and by["off"].frac_outside > 0.5 and by["off"].failed
+    assert by["raises"].status == "error" and by["raises"].reason == "RuntimeError: boom"
+    assert by["moves"].status == "fail" and by["moves"].reason == "FAIL (output on meta, expected cpu)"
+    assert by["nodevice"].status == "skip" and by["nodevice"].reason == "needs a frobnicator"
+    assert not by["nodevice"].failed and by["yirage"].status == "ok"
+    assert by["nokernel"].status == "skip" and by["nokernel"].reason == "no kernel for 40 columns"
+
+
+def test_every_op_yirage_and_torch_forward_and_backward():
+    assert set(SMALL) == set(OPS), "give every op of yirage_ext.bench.cases.OPS a small shape here"
+    shapes = [f"{op}:{s}" for op, s in SMALL.items()]
+    rows = api.run(device="cpu", dtypes=["float32", "bfloat16"], providers=["yirage", "torch"], shapes=shapes, **FAST)
+    assert len(rows) == len(OPS) * 2 * 2
+    assert [r for r in rows if r.status != "ok"] == []
+    assert all(r.max_ulp is not None for r in rows if r.dtype == "bfloat16")
+    assert all((r.tflops == r.tflops) == (r.op in ("matmul", "linear", "attention")) for r in rows)
+    assert all(r.roofline == ("gemm" if r.op in ("matmul", "linear", "attention") else "copy") for r in rows)
+    rows = api.run(device="cpu", dtypes=["float32"], providers=["yirage", "torch"], shapes=shapes, backward=True, **FAST)
+    assert [r for r in rows if r.status != "ok"] == [] and {r.mode for r in rows} == {"fwd+bwd"}
+
+
+def test_backward_catches_a_wrong_gradient(scratch_provider):
+    def wrong_grad(spec):  # the right forward, half the gradient
+        def fn(x, dim):
+            y = torch.softmax(x, dim)
+            return y.detach() + (y - y.detach()) * 0.5
+        return fn
+    scratch_provider(Provider("halfgrad", "half the gradient", lambda d: None, {"softmax": wrong_grad}))
+    fwd, = api.run(ops=["softmax"], device="cpu", dtypes=["float32"], shapes=["4x16"], providers=["halfgrad"], **FAST)
+    bwd, = api.run(ops=["softmax"], device="cpu", dtypes=["float32"], shapes=["4x16"], providers=["halfgrad"],
+                   backward=True, **FAST)
+    assert fwd.status == "ok" and bwd.status == "fail" and bwd.reason.startswith("FAIL (grad of argument 0: ")
+
+
+def test_tolerances_come_from_the_reference_module():
+    row, = api.run(ops=["softmax"], device="cpu", dtypes=["bfloat16"], shapes=["3x8"], providers=["torch"], **FAST)
+    assert (row.atol, row.rtol) == TOLERANCES[torch.bfloat16]
+
+
+@pytest.mark.slow
+def test_compile_provider():
+    row, = api.run(ops=["silu_and_mul"], device="cpu", dtypes=["float32"], shapes=["8x64"], providers=["compile"],
+                   **FAST)
+    assert row.status == "ok", row.reason
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ops=["rms_norm", "nope"]), "--ops: expected one of rms_norm, "),
+    (dict(providers=["yirage", "nope"]), "--providers: expected one of yirage, "),
+    (dict(dtypes=["float8"]), "--dtype: expected one of float32, float16, bfloat16, float64, got 'float8'"),
+    (dict(device="gpu"), "--device: expected a torch device such as cpu or cuda, got 'gpu'"),
+    (dict(ops=["rms_norm"], shapes=["4096"]), "--shapes: rms_norm expects ROWSxHIDDEN (positive integers), got '4096'"),
+    (dict(ops=["silu_and_mul"], shapes=["4x5"]), "--shapes: silu_and_mul expects ROWSxHIDDEN with an even HIDDEN"),
+])
+def test_run_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        api.run(**kwargs)
+    assert message in str(e.value)

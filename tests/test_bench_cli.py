@@ -1,0 +1,139 @@
+"""python -m yirage_ext.bench end to end (subprocesses: table, CSV columns, PNG, exit codes 0/1/2) and every
+bad-argument message (in process: one line on stderr, exit status 2, no traceback)."""
+import csv
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+import yirage_ext
+from yirage_ext.bench import cli
+from yirage_ext.bench.report import CSV_FIELDS
+
+# the subprocesses import the yirage_ext this process imported (the installed wheel under `make test`, the
+# checkout with PYTHONPATH), never the other: a checkout without a built library would JIT-build it
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(yirage_ext.__file__)))
+HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+TINY = ["--warmup", "0", "--repeats", "2", "--budget", "0.01"]
+
+
+def bench(*args, code=None):
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "yirage_ext.bench", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
+                          timeout=300)
+
+
+def test_cli_table_csv_and_plot(tmp_path):
+    out_csv, out_png, out_md = tmp_path / "r.csv", tmp_path / "r.png", tmp_path / "r.md"
+    args = ["--ops", "rms_norm", "matmul", "--device", "cpu", "--dtype", "float32", "bfloat16",
+            "--providers", "yirage", "torch", "flash", "--shapes", "rms_norm:8x96", "matmul:16x32x8",
+            "--csv", str(out_csv), "--markdown", str(out_md), "--progress", "always", *TINY]
+    if HAS_MPL:
+        args += ["--plot", str(out_png)]
+    r = bench(*args)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("op "))
+    assert lines[header].split() == ["op", "shape", "dtype", "provider", "time", "p20-p80", "rate", "%", "roof",
+                                     "vs", "torch", "accuracy"]
+    body = lines[header + 2: header + 2 + 12]
+    assert len(body) == 12 and all(line.split()[0] in ("rms_norm", "matmul") for line in body)
+    assert sum("GB/s" in line and "% copy" in line and " ok (rel" in line for line in body) == 4
+    assert sum("FLOP/s" in line and "% gemm" in line for line in body) == 4
+    assert sum("n/a: needs a CUDA device (running on cpu)" in line for line in body) == 4
+    assert "Traceback" not in r.stderr
+    if importlib.util.find_spec("tqdm") is not None:  # the bar goes to stderr, never into the table
+        assert "/12 [" in r.stderr and "|" not in "".join(lines[header + 2:])
+    with open(out_csv) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:len(CSV_FIELDS)] == CSV_FIELDS
+    assert {"date", "device_name", "torch", "yirage_ext"} <= set(rows[0])
+    assert len(rows) == 12 and {r["status"] for r in rows} == {"ok", "skip"}
+    assert all(float(r["ms"]) > 0 and r["verdict"] == "ok" for r in rows if r["status"] == "ok")
+    assert "| op | shape |" in out_md.read_text()
+    if HAS_MPL:
+        for op in ("rms_norm", "matmul"):
+            png = tmp_path / f"r-{op}.png"
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_exit_status_1_when_a_check_fails():
+    code = textwrap.dedent("""
+        import sys
+        import yirage_ext.bench as bench
+        from yirage_ext.bench import cli
+        bench.register(bench.Provider("off", "a wrong result", lambda d: None,
+                                      {"gelu": lambda s: lambda x, a: s.eager(x, a) + 1e-2}))
+        sys.exit(cli.main(sys.argv[1:]))
+    """)
+    r = bench("--ops", "gelu", "--device", "cpu", "--dtype", "float32", "--shapes", "4x32",
+              "--providers", "torch", "off", *TINY, code=code)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL (out: 100.00% outside)" in r.stdout
+    assert "1 of 2 rows failed: gelu 4x32 float32 off: FAIL" in r.stderr
+
+
+def test_cli_exit_status_2_on_a_bad_argument():
+    r = bench("--ops", "rms_nrom")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "python -m yirage_ext.bench: error: --ops: expected one of rms_norm, fused_add_rms_norm, layer_norm, "
+        "softmax, log_softmax, silu_and_mul, gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention, "
+        "got 'rms_nrom'"]
+
+
+BAD = [
+    (["--ops", "nope"], "--ops: expected one of rms_norm, ", "got 'nope'"),
+    (["--providers", "yirage", "tensorrt"], "--providers: expected one of yirage, torch, compile", "got 'tensorrt'"),
+    (["--device", "tpu9"], "--device: expected a torch device such as cpu or cuda", "got 'tpu9'"),
+    (["--dtype", "int8"], "--dtype: expected one of float32, float16, bfloat16, float64", "got 'int8'"),
+    (["--ops", "rms_norm", "--shapes", "12xab"], "--shapes: rms_norm expects ROWSxHIDDEN (positive integers)",
+     "got '12xab'"),
+    (["--ops", "rms_norm", "--shapes", "0x8"], "--shapes: rms_norm expects ROWSxHIDDEN (positive integers)",
+     "got '0x8'"),
+    (["--ops", "attention", "--shapes", "1x8x3x16x16x64"], "--shapes: attention expects BxHxSxD or BxHqxHkxSqxSkxD "
+     "with Hq divisible by Hk", "got '1x8x3x16x16x64'"),
+    (["--ops", "rms_norm", "--shapes", "matmul:8x8x8"], "--shapes: 'matmul:8x8x8' names op 'matmul', expected one "
+     "of the selected ops (rms_norm)", ""),
+    (["--repeats", "0"], "--repeats: expected an integer >= 1", "got 0"),
+    (["--warmup", "-1"], "--warmup: expected an integer >= 0", "got -1"),
+    (["--budget", "0"], "--budget: expected seconds > 0", "got 0.0"),
+    (["--repeats", "many"], "argument --repeats: invalid int value", "'many'"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate", ""),
+]
+if not HAS_MPL:
+    BAD.append((["--plot", "x.png"], "--plot: needs matplotlib", "got 'x.png'"))
+if not __import__("torch").cuda.is_available():
+    BAD.append((["--device", "cuda"], "--device: 'cuda' was asked for, but no CUDA GPU is available here", ""))
+
+
+@pytest.mark.parametrize("argv, expected, given", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_argument_messages(argv, expected, given, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("python -m yirage_ext.bench: error: ") and expected in err and given in err
+
+
+def test_long_runs_without_a_terminal_print_a_line_per_op(capsys):
+    from yirage_ext.bench.runner import Result
+
+    rows = [Result(op, "8x8", "float32", "cpu", "fwd", p) for op in ("gelu", "softmax") for p in ("yirage", "torch")]
+    short, _ = cli._progress("auto")  # stderr is captured here: not a terminal
+    for i, r in enumerate(rows):
+        short(i + 1, len(rows), r)
+    assert capsys.readouterr().err == ""
+    long_run, _ = cli._progress("auto")
+    for i, r in enumerate(rows):
+        long_run(i + 1, cli.LONG_RUN_ROWS, r)
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in err] == ["bench: gelu", "bench: softmax"]
+    assert err[1].startswith(f"bench: softmax (3/{cli.LONG_RUN_ROWS} rows, ")
+    assert cli._progress("never")[0] is None

@@ -1,0 +1,151 @@
+"""`run`: the grid of ops x shapes x dtypes x providers on one device, as a list of Result rows.
+
+Arguments are checked before anything runs: an unknown op, provider, device or dtype, or a malformed shape,
+raises ValueError naming the argument, what was expected and what was given (the CLI turns it into a
+one-line message and exit status 2)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+from .cases import OPS
+from .profiler import Rooflines
+from .providers import DEFAULT_PROVIDERS, PROVIDERS
+from .runner import Result, _reference, run_case
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+DEFAULT_DTYPES = ("bfloat16",)
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(device: str) -> str:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"--device: expected a torch device such as cpu or cuda, got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device: {device!r} was asked for, but no CUDA GPU is available here")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"--device: expected a CUDA index below {torch.cuda.device_count()}, got {device!r}")
+    if dev.type not in ("cpu", "cuda"):
+        try:
+            torch.empty(1, device=dev)
+        except Exception:  # noqa: BLE001
+            raise ValueError(f"--device: expected cpu or cuda (or a device with tensors here), got {device!r}") from None
+    return device
+
+
+def _choose(what: str, given: Optional[Iterable[str]], known: Sequence[str], default: Sequence[str]) -> List[str]:
+    chosen = list(default if given is None else given)
+    for name in chosen:
+        if name not in known:
+            raise ValueError(f"--{what}: expected one of {', '.join(known)}, got {name!r}")
+    if not chosen:
+        raise ValueError(f"--{what}: expected at least one of {', '.join(known)}, got none")
+    return list(dict.fromkeys(chosen))
+
+
+def plan_shapes(ops: Sequence[str], shapes: Optional[Iterable[str]]) -> Dict[str, List[str]]:
+    """Shapes per op: the op's default grid, or --shapes: `SHAPE` for every selected op, `OP:SHAPE` for one.
+    Each shape is parsed for its op here, so a malformed one fails before anything runs."""
+    if shapes is None:
+        return {op: list(OPS[op].shapes) for op in ops}
+    plan: Dict[str, List[str]] = {op: [] for op in ops}
+    for text in shapes:
+        op, sep, shape = text.partition(":")
+        targets = [op] if sep else list(ops)
+        if not sep:
+            shape = text
+        elif op not in ops:
+            raise ValueError(f"--shapes: {text!r} names op {op!r}, expected one of the selected ops "
+                             f"({', '.join(ops)})")
+        for target in targets:
+            OPS[target].parse_shape(shape)
+            plan[target].append(shape)
+    return {op: s or list(OPS[op].shapes) for op, s in plan.items()}
+
+
+def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtypes: Optional[Iterable[str]] = None,
+        providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
+        warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
+        progress: Optional[Callable[[int, int, Result], None]] = None,
+        rooflines: Optional[Rooflines] = None) -> List[Result]:
+    """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
+    provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
+    implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
+    row for every op), each op's default shape. `progress(done, total, row)`
+    is called after each row; `rooflines` (for `device`) is measured on first use, or made here."""
+    ops = _choose("ops", ops, list(OPS), list(OPS))
+    device = check_device(device or default_device())
+    dtype_names = _choose("dtype", dtypes, list(DTYPES), DEFAULT_DTYPES)
+    names = _choose("providers", providers, list(PROVIDERS), [p for p in DEFAULT_PROVIDERS if p in PROVIDERS])
+    plan = plan_shapes(ops, shapes)
+    if warmup < 0 or repeats < 1 or budget_s <= 0:
+        raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
+                         f"repeats={repeats}, budget={budget_s}")
+    rooflines = rooflines or Rooflines(device)
+    # the rooflines first, before compiles and the cases' allocations disturb the machine
+    if any(OPS[op].flops is None for op in ops):
+        rooflines.copy_bandwidth()
+    if any(OPS[op].flops is not None for op in ops):
+        for dtype_name in dtype_names:
+            rooflines.gemm_rate(DTYPES[dtype_name])
+    total = sum(len(plan[op]) * len(dtype_names) * sum(1 for n in names if providers is not None
+                                                         or op in PROVIDERS[n].impls) for op in ops)
+    rows: List[Result] = []
+    for op in ops:
+        spec = OPS[op]
+        for shape in plan[op]:
+            for dtype_name in dtype_names:
+                case = spec.case(shape, DTYPES[dtype_name], device, seed)
+                try:
+                    reference = _reference(spec, case, backward, seed)
+                except Exception:  # noqa: BLE001 -- each row then reports the failure
+                    reference = None
+                group = []
+                for name in names:
+                    if providers is None and spec.name not in PROVIDERS[name].impls:
+                        continue  # the default set: only providers that implement the op get rows
+                    row = run_case(spec, PROVIDERS[name], case, backward, warmup, repeats, budget_s, rooflines,
+                                   seed, reference)
+                    group.append(row)
+                    rows.append(row)
+                    if progress is not None:
+                        progress(len(rows), total, row)
+                base = next((r.ms for r in group if r.provider == "torch" and r.ms == r.ms), None)
+                for r in group:
+                    if base is not None and r.ms == r.ms:
+                        r.speedup_vs_torch = base / r.ms
+                del case, reference
+    return rows
+
+
+def environment(device: str) -> Dict[str, str]:
+    """What a report records: date, device name, torch and yirage_ext versions, library kind, CPU variant."""
+    import platform
+
+    import yirage_ext
+
+    if torch.device(device).type == "cuda":
+        name = torch.cuda.get_device_name(torch.device(device))
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        name += f", {torch.get_num_threads()} threads"
+    load = f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs" if hasattr(os, "getloadavg") else "unknown"
+    return {"date": time.strftime("%Y-%m-%d"), "device": device, "device_name": name, "torch": torch.__version__,
+            "yirage_ext": yirage_ext.__version__, "library": yirage_ext.load_info().kind,
+            "cpu_variant": yirage_ext.cpu_isa(), "python": platform.python_version(),
+            "argv": " ".join(sys.argv[1:]), "load_average": load}
+

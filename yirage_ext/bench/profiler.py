@@ -1,0 +1,120 @@
+"""Profiler: warm-up, many repeats, median with p20/p80.
+
+On CUDA each repeat is bracketed by CUDA events, with the L2 cache flushed (a 256 MiB buffer zeroed)
+between repeats, outside the timed region. Elsewhere each repeat is timed with time.perf_counter_ns. The
+number of repeats is bounded by a time budget, so a slow provider costs seconds, not minutes. Rooflines are
+measured once per run and device: the copy bandwidth (dst.copy_(src), read + write) for memory-bound ops
+and the dense GEMM rate (torch.matmul) per dtype for matmul, linear and attention."""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median and the 20th/80th percentiles of `repeats` timed calls."""
+    median: float
+    p20: float
+    p80: float
+    repeats: int
+
+
+def summarize(times: List[float]) -> Timing:
+    """Median and p20/p80 (inclusive quantiles: between the two nearest samples) of a list of seconds."""
+    if not times:
+        raise ValueError("summarize: expected at least one time, got none")
+    if len(times) == 1:
+        return Timing(times[0], times[0], times[0], 1)
+    q = statistics.quantiles(times, n=5, method="inclusive")
+    return Timing(statistics.median(times), q[0], q[3], len(times))
+
+
+_FLUSH_BUFFERS: Dict[str, torch.Tensor] = {}
+
+
+def flush_l2(device: str) -> None:
+    """Zeroes a buffer larger than any L2 cache (256 MiB, allocated once per device) between CUDA repeats."""
+    buf = _FLUSH_BUFFERS.get(device)
+    if buf is None:
+        buf = _FLUSH_BUFFERS[device] = torch.empty(256 * 2**20, dtype=torch.int8, device=device)
+    buf.zero_()
+
+
+def _is_cuda(device: str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repeats: int = 50,
+            budget_s: float = 1.0, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
+    """Times `fn()`: `warmup` untimed calls, then up to `repeats` timed calls (at least 3, or 1 when a single
+    call takes the whole budget), stopping once about `budget_s` seconds of timed calls have run.
+
+    `clock` returns nanoseconds (time.perf_counter_ns; a stub in tests); it times CPU repeats and the budget.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"profile: expected repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    cuda = _is_cuda(device)
+    start = clock()
+    for i in range(warmup):
+        fn()
+        if i == 0 and (clock() - start) / 1e9 >= budget_s:
+            break  # one call takes the whole budget: no more warm-up
+    if cuda:
+        torch.cuda.synchronize(device)
+    times: List[float] = []
+    spent = 0.0
+    while len(times) < repeats:
+        if cuda:
+            flush_l2(device)
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record()
+            fn()
+            ev1.record()
+            ev1.synchronize()
+            dt = ev0.elapsed_time(ev1) / 1e3
+        else:
+            t0 = clock()
+            fn()
+            dt = (clock() - t0) / 1e9
+        times.append(dt)
+        spent += dt
+        if spent >= budget_s and (len(times) >= 3 or spent >= 3 * budget_s or len(times) == 1 and dt >= budget_s):
+            break
+    return summarize(times)
+
+
+class Rooflines:
+    """The copy bandwidth (bytes/s) of a device and its dense GEMM rate (FLOP/s) per dtype, each measured
+    once (the first time it is asked for) and reused by every row of the run."""
+
+    def __init__(self, device: str, budget_s: float = 0.5):
+        self.device = device
+        self.budget_s = budget_s
+        self._copy: Optional[float] = None
+        self._gemm: Dict[torch.dtype, Tuple[float, str]] = {}
+
+    def copy_bandwidth(self) -> float:
+        if self._copy is None:
+            n = (512 if _is_cuda(self.device) else 32) * 2**20 // 4  # fp32 elements of a 512 MiB / 32 MiB buffer
+            src = torch.randn(n, device=self.device)
+            dst = torch.empty_like(src)
+            t = profile(lambda: dst.copy_(src), self.device, warmup=3, repeats=50, budget_s=self.budget_s)
+            self._copy = 2 * n * 4 / t.median
+        return self._copy
+
+    def gemm_rate(self, dtype: torch.dtype) -> Tuple[float, str]:
+        """(FLOP/s, description) of torch.matmul of square matrices in `dtype` (fp32 accumulation for half types)."""
+        if dtype not in self._gemm:
+            n = 4096 if _is_cuda(self.device) else 512
+            gen = torch.Generator().manual_seed(0)
+            a = torch.randn(n, n, generator=gen).to(dtype=dtype, device=self.device)
+            b = torch.randn(n, n, generator=gen).to(dtype=dtype, device=self.device)
+            c = torch.empty(n, n, dtype=dtype, device=self.device)
+            t = profile(lambda: torch.matmul(a, b, out=c), self.device, warmup=2, repeats=30, budget_s=self.budget_s)
+            self._gemm[dtype] = (2 * n**3 / t.p20, f"torch.matmul {n}x{n}x{n} {str(dtype).replace('torch.', '')}")
+        return self._gemm[dtype]
