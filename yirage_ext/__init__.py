@@ -11,6 +11,17 @@ _load()
 
 from . import ops as _ops  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403  (every public op wrapper: ops.__all__)
+from . import backends  # noqa: E402
+from .backends import (  # noqa: E402,F401  (the backend query API, also at the top level)
+    device_for,
+    get_available_backends,
+    get_backend_info,
+    get_default_backend,
+    is_backend_available,
+    list_backends,
+    select_backend,
+    set_default_backend,
+)
 
 
 def load_info() -> LoadInfo:
@@ -25,4 +36,8 @@ def cpu_isa() -> str:
     return native_module().cpu_isa()
 
 
-__all__ = ["__version__", "LoadInfo", "load_info", "cpu_isa"] + _ops.__all__
+__all__ = [
+    "__version__", "LoadInfo", "load_info", "cpu_isa", "backends", "device_for", "get_available_backends",
+    "get_backend_info", "get_default_backend", "is_backend_available", "list_backends", "select_backend",
+    "set_default_backend",
+] + _ops.__all__
