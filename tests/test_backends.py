@@ -84,10 +84,14 @@ def test_cuda_and_rocm_match_torch():
     else:
         info = rocm if is_rocm else cuda
         assert info["device_count"] == torch.cuda.device_count()
-        if info["available"]:
+        if info["devices"]:  # device properties come with the CUDA build of the library
             props = torch.cuda.get_device_properties(0)
             assert info["compute_capability"] == props.major * 10 + props.minor
             assert info["compute_units"] == props.multi_processor_count
+            assert info["max_memory"] == max(torch.cuda.get_device_properties(i).total_memory
+                                             for i in range(torch.cuda.device_count()))
+            if not is_rocm and hasattr(props, "shared_memory_per_block_optin"):
+                assert info["max_shared_memory"] == props.shared_memory_per_block_optin
             assert [d["name"] for d in info["devices"]] == [
                 torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 

@@ -32,10 +32,12 @@ bool torch_is_rocm() { return torch_gpu_built() && at::detail::getCUDAHooks().ha
 int gpu_count() { return torch_gpu_built() ? at::detail::getCUDAHooks().getNumGPUs() : 0; }
 
 // cuda and rocm share the CUDA dispatch key and torch's CUDA hooks; `rocm` selects which of the two this is.
+// Available: torch of that kind, a device, and kernels of ours registered at the CUDA key.
 BackendStatus gpu(bool rocm) {
   const char* name = rocm ? "ROCm" : "CUDA";
+  const bool ours = op_support_at("rms_norm", c10::DispatchKey::CUDA) != OpSupport::none;
   BackendStatus s;
-  s.compiled = built_with_cuda() && torch_is_rocm() == rocm;
+  s.compiled = ours && torch_gpu_built() && torch_is_rocm() == rocm;
   if (!torch_gpu_built()) {
     s.reason = std::string("this torch is a CPU-only build (no ") + name + " support)";
     return s;
@@ -49,8 +51,9 @@ BackendStatus gpu(bool rocm) {
   if (GpuInfoFn fn = g_gpu_info.load()) fn(&s);
   if (s.device_count == 0) {
     s.reason = std::string("no ") + name + " device is visible (torch finds 0 devices)";
-  } else if (!built_with_cuda()) {
-    s.reason = std::string("yirage_ext was built without its ") + name + " kernels";
+  } else if (!ours) {
+    s.reason = std::string("yirage_ext has no ") + name + " kernels registered (" +
+               (built_with_cuda() ? "none in this version" : "built without them") + ")";
   } else {
     s.available = true;
   }
