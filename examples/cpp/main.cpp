@@ -1,8 +1,9 @@
 // yirage from a LibTorch program, no Python: walk the backend registry, call rms_norm and fused_add_rms_norm
 // through the dispatcher (the typed header yirage/ops.h), check them against ATen, and run a backward through
-// autograd. Exits 1 on any mismatch.
+// autograd; then every other typed entry point of yirage/ops.h against ATen. Exits 1 on any mismatch.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -100,6 +101,37 @@ int main() {
   const double gx = rel_err(xg.grad(), xr.grad()), gw = rel_err(wg.grad(), wr.grad());
   check(xg.grad().defined() && gx < 1e-4 && gw < 1e-4,
         "rms_norm backward vs ATen autograd, rel err dx " + sci(gx) + ", dw " + sci(gw));
+
+  // ---- every typed entry point of yirage/ops.h (a signature that does not match its schema throws) ----
+  try {
+    const at::Tensor a = at::randn({4, 8}), ad = a.to(at::kDouble);
+    const at::Tensor b = at::randn({8, 5}), wl = at::randn({6, 8}), bias = at::randn({6});
+    const at::Tensor lo = ad.slice(-1, 0, 4), hi = ad.slice(-1, 4, 8);
+    double worst = 0;
+    worst = std::max(worst, rel_err(yirage::layer_norm(a), at::layer_norm(ad, {8}, {}, {}, 1e-5)));
+    worst = std::max(worst, rel_err(yirage::softmax(a, 0), at::softmax(ad, 0)));
+    worst = std::max(worst, rel_err(yirage::log_softmax(a), at::log_softmax(ad, -1)));
+    worst = std::max(worst, rel_err(yirage::silu_and_mul(a), at::silu(lo) * hi));
+    worst = std::max(worst, rel_err(yirage::gelu_and_mul(a, "tanh"), at::gelu(lo, "tanh") * hi));
+    worst = std::max(worst, rel_err(yirage::gelu(a), at::gelu(ad)));
+    worst = std::max(worst, rel_err(yirage::matmul(a, b), at::matmul(ad, b.to(at::kDouble))));
+    worst = std::max(worst, rel_err(yirage::linear(a, wl, bias, "relu"),
+                                    at::relu(at::linear(ad, wl.to(at::kDouble), bias.to(at::kDouble)))));
+    const at::Tensor q = at::randn({1, 2, 5, 8}), k = at::randn({1, 2, 5, 8}), v = at::randn({1, 2, 5, 8});
+    worst = std::max(worst, rel_err(yirage::attention(q, k, v, /*causal=*/true),
+                                    at::scaled_dot_product_attention(q.to(at::kDouble), k.to(at::kDouble),
+                                                                     v.to(at::kDouble), {}, 0.0, true)));
+    const at::Tensor rq = at::randn({3, 2, 8}), rk = at::randn({3, 1, 8}), ang = at::randn({3, 4});
+    const auto [q_rot, k_rot] = yirage::rotary_embedding(rq, rk, ang.cos(), ang.sin());
+    // neox: the first half of each head is x1*cos - x2*sin
+    const at::Tensor c = ang.cos().to(at::kDouble).unsqueeze(1), sn = ang.sin().to(at::kDouble).unsqueeze(1);
+    const at::Tensor x1 = rq.to(at::kDouble).slice(-1, 0, 4), x2 = rq.to(at::kDouble).slice(-1, 4, 8);
+    worst = std::max(worst, rel_err(q_rot, at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1)));
+    check(worst < 1e-5 && k_rot.sizes() == rk.sizes(),
+          "layer_norm ... rotary_embedding typed calls vs ATen, worst rel err " + sci(worst));
+  } catch (const std::exception& e) {
+    check(false, std::string("typed calls threw: ") + e.what());
+  }
 
   std::printf("%s\n", failures == 0 ? "all checks passed" : "SOME CHECKS FAILED");
   return failures == 0 ? 0 : 1;
