@@ -2,7 +2,9 @@
 
 Importing the package registers the ops with the PyTorch dispatcher (``torch.ops.yirage.*``), using the
 prebuilt native library when it matches the installed torch and a JIT build of the packaged sources
-otherwise. ``yirage_ext.load_info()`` says which.
+otherwise. ``yirage_ext.load_info()`` says which. The backend query API (``get_available_backends``,
+``get_backend_info``, ``select_backend``, ``device_for``, ...) lives in ``yirage_ext.backends`` and is re-exported
+here; ``python -m yirage_ext`` prints a diagnostics report.
 """
 from ._version import __version__
 from ._loader import LoadInfo, load as _load

@@ -2,6 +2,7 @@
 #include <c10/core/DeviceType.h>
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "backend/backend.h"
