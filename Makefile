@@ -2,6 +2,8 @@
 #   make demo   install everything, then run the main job: python -m yirage_ext.bench (every op checked against
 #               the float64 reference and timed: ours vs torch vs torch.compile, and peers where they run)
 #   make test   install everything, then run the test suite
+#   make cpp-example   build the library as a plain LibTorch shared library with CMake (no Python module) and
+#                      run examples/cpp against it
 # Everything goes into a virtual environment (.venv) with torch==$(TORCH_VERSION) (a CPU build; a bare
 # `torch` would pull gigabytes of CUDA packages). The library is built as a wheel against that torch
 # (--no-build-isolation) and installed from it, so tests exercise what users install.
@@ -13,7 +15,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean
+.PHONY: demo test install wheel bench clean cpp-example
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +45,16 @@ test: install
 BENCH_ARGS ?=
 bench: install
 	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS); done
+
+# The C++ (LibTorch) example: CMake finds torch through the venv's torch (its cmake prefix), Ninja builds,
+# ccache is used when present. CPP_BUILD_DIR keeps its objects between runs.
+CPP_BUILD_DIR ?= build/cpp-example
+cpp-example: $(DEPS)
+	cmake -S examples/cpp -B $(CPP_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_PREFIX_PATH="$$($(PY) -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+		$$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+	cmake --build $(CPP_BUILD_DIR)
+	$(CPP_BUILD_DIR)/yirage_cpp_example
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json

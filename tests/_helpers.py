@@ -1,5 +1,5 @@
-"""Helpers shared by the kernel test files: float64 reference gradients, gradient comparison, and a way
-to run an op's portable (PrivateUse1) kernel on CPU tensors."""
+"""Helpers shared by the test files: float64 reference gradients, gradient comparison, a way to run an op's
+portable (PrivateUse1) kernel on CPU tensors, and running Python in a fresh process."""
 import torch
 
 from yirage_ext.testing.reference import GRAD_TOL  # noqa: F401  (re-exported: the tests' gradient tolerances)
@@ -32,3 +32,16 @@ def aten_ops_called(fn):
     with torch.autograd.profiler.profile() as prof:
         fn()
     return {e.name for e in prof.function_events}
+
+
+def run_python(code=None, args=(), timeout=300, cwd=None):
+    """Runs `python -c code` (or `python *args`) in a fresh process from a neutral directory (so the checkout
+    does not shadow the installed package unless PYTHONPATH says so); returns the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    cmd = [sys.executable] + (["-c", code] if code is not None else []) + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or tempfile.gettempdir(),
+                          env=dict(os.environ))

@@ -54,7 +54,7 @@ def sources(csrc: str, with_cuda: bool, python_module: bool = True) -> list[str]
 # file's compile time, so each directory is compiled as one translation unit (a file that #includes its
 # .cpp files) - a quarter of the time of compiling them one by one. Their files must not define the same
 # name twice (helpers shared by a directory go in a header). Kernels, CUDA and single files stay separate.
-UNITY_DIRS = ("autograd", "cpu", "meta", "portable")
+UNITY_DIRS = ("autograd", "backend", "cpu", "meta", "portable")
 
 
 def translation_units(csrc: str, with_cuda: bool, python_module: bool = True) -> list[tuple[str, list[str]]]:
@@ -89,6 +89,9 @@ def write_translation_units(csrc: str, with_cuda: bool, dst: str, python_module:
             with open(path, "w") as f:
                 f.write(text)
         out.append(path)
+    for stale in set(os.listdir(dst)) - {os.path.basename(p) for p in out}:  # units of an older layout
+        if stale.endswith(CPP_SUFFIXES + CUDA_SUFFIXES + OBJC_SUFFIXES):
+            os.remove(os.path.join(dst, stale))
     return out
 
 

@@ -205,6 +205,6 @@ def load() -> LoadInfo:
 
 
 def native_module():
-    """The loaded native module (its non-op API: CPU kernel variant selection)."""
+    """The loaded native module (its non-op API: CPU kernel variant selection, the backend registry)."""
     load()
     return _module

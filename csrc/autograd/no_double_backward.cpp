@@ -7,10 +7,13 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
+#include "backend/backend.h"
+
 TORCH_LIBRARY_IMPL(yirage, Autograd, m) {
   for (const char* name : {"rms_norm_backward", "layer_norm_backward", "softmax_backward", "log_softmax_backward",
                            "rotary_embedding_backward", "linear_forward", "linear_backward",
                            "attention_backward"}) {
     m.impl(name, torch::autograd::autogradNotImplementedFallback());
+    yirage::note_kernel(name, c10::DispatchKey::Autograd, yirage::OpSupport::fallback);  // for the op tables
   }
 }

@@ -6,6 +6,7 @@
 
 #include "ops/activation.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -62,24 +63,17 @@ at::Tensor gelu_backward_portable(const at::Tensor& grad_out, const at::Tensor& 
       .contiguous();
 }
 
+void register_activation_kernels(PortableKernels& k) {
+  k.impl("silu_and_mul", &silu_and_mul_portable);
+  k.impl("gelu_and_mul", &gelu_and_mul_portable);
+  k.impl("gelu", &gelu_portable);
+  k.impl("silu_and_mul_backward", &silu_and_mul_backward_portable);
+  k.impl("gelu_and_mul_backward", &gelu_and_mul_backward_portable);
+  k.impl("gelu_backward", &gelu_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("silu_and_mul", &silu_and_mul_portable);
-  m.impl("gelu_and_mul", &gelu_and_mul_portable);
-  m.impl("gelu", &gelu_portable);
-  m.impl("silu_and_mul_backward", &silu_and_mul_backward_portable);
-  m.impl("gelu_and_mul_backward", &gelu_and_mul_backward_portable);
-  m.impl("gelu_backward", &gelu_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("silu_and_mul", &silu_and_mul_portable);
-  m.impl("gelu_and_mul", &gelu_and_mul_portable);
-  m.impl("gelu", &gelu_portable);
-  m.impl("silu_and_mul_backward", &silu_and_mul_backward_portable);
-  m.impl("gelu_and_mul_backward", &gelu_and_mul_backward_portable);
-  m.impl("gelu_backward", &gelu_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_activation_kernels)
 
 }  // namespace yirage

@@ -11,6 +11,7 @@
 
 #include "ops/attention.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -107,18 +108,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_portable(
           dv.to(q.scalar_type())};
 }
 
+void register_attention_kernels(PortableKernels& k) {
+  k.impl("attention", &attention_portable);
+  k.impl("attention_forward", &attention_forward_portable);
+  k.impl("attention_backward", &attention_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("attention", &attention_portable);
-  m.impl("attention_forward", &attention_forward_portable);
-  m.impl("attention_backward", &attention_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("attention", &attention_portable);
-  m.impl("attention_forward", &attention_forward_portable);
-  m.impl("attention_backward", &attention_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_attention_kernels)
 
 }  // namespace yirage

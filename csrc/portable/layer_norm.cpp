@@ -5,6 +5,7 @@
 
 #include "ops/layer_norm.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -44,16 +45,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_portable(
           bias_grad ? rows_sum(gf) : at::empty({0}, x.options())};
 }
 
+void register_layer_norm_kernels(PortableKernels& k) {
+  k.impl("layer_norm", &layer_norm_portable);
+  k.impl("layer_norm_backward", &layer_norm_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("layer_norm", &layer_norm_portable);
-  m.impl("layer_norm_backward", &layer_norm_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("layer_norm", &layer_norm_portable);
-  m.impl("layer_norm_backward", &layer_norm_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_layer_norm_kernels)
 
 }  // namespace yirage

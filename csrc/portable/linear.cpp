@@ -8,6 +8,7 @@
 
 #include "ops/linear.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -73,18 +74,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_portable(
           bias_grad ? dz2.sum(0).to(x.scalar_type()) : empty()};
 }
 
+void register_linear_kernels(PortableKernels& k) {
+  k.impl("linear", &linear_portable);
+  k.impl("linear_forward", &linear_forward_portable);
+  k.impl("linear_backward", &linear_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("linear", &linear_portable);
-  m.impl("linear_forward", &linear_forward_portable);
-  m.impl("linear_backward", &linear_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("linear", &linear_portable);
-  m.impl("linear_forward", &linear_forward_portable);
-  m.impl("linear_backward", &linear_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_linear_kernels)
 
 }  // namespace yirage

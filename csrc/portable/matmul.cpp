@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "ops/matmul.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -14,10 +15,12 @@ at::Tensor matmul_portable(const at::Tensor& a, const at::Tensor& b) {
   return at::matmul(a.to(acc), b.to(acc)).to(a.scalar_type()).contiguous();
 }
 
+void register_matmul_kernels(PortableKernels& k) {
+  k.impl("matmul", &matmul_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) { m.impl("matmul", &matmul_portable); }
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) { m.impl("matmul", &matmul_portable); }
+YIRAGE_PORTABLE_KERNELS(register_matmul_kernels)
 
 }  // namespace yirage

@@ -6,6 +6,7 @@
 
 #include "ops/rms_norm.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -58,18 +59,14 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_portable(const at::Tensor& 
   return {dx.to(x.scalar_type()).contiguous(), dw};
 }
 
+void register_rms_norm_kernels(PortableKernels& k) {
+  k.impl("rms_norm", &rms_norm_portable);
+  k.impl("fused_add_rms_norm", &fused_add_rms_norm_portable);
+  k.impl("rms_norm_backward", &rms_norm_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("rms_norm", &rms_norm_portable);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm_portable);
-  m.impl("rms_norm_backward", &rms_norm_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("rms_norm", &rms_norm_portable);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm_portable);
-  m.impl("rms_norm_backward", &rms_norm_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_rms_norm_kernels)
 
 }  // namespace yirage

@@ -7,6 +7,7 @@
 
 #include "ops/rotary_embedding.h"
 #include "portable/common.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -81,16 +82,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
   return {input_grad(grad_q), input_grad(grad_k), reduce(gc, cos), reduce(gs, sin)};
 }
 
+void register_rotary_embedding_kernels(PortableKernels& k) {
+  k.impl("rotary_embedding", &rotary_embedding_portable);
+  k.impl("rotary_embedding_backward", &rotary_embedding_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("rotary_embedding", &rotary_embedding_portable);
-  m.impl("rotary_embedding_backward", &rotary_embedding_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("rotary_embedding", &rotary_embedding_portable);
-  m.impl("rotary_embedding_backward", &rotary_embedding_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_rotary_embedding_kernels)
 
 }  // namespace yirage

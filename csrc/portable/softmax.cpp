@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "ops/softmax.h"
+#include "portable/register.h"
 
 namespace yirage {
 namespace {
@@ -40,20 +41,15 @@ at::Tensor log_softmax_backward_portable(const at::Tensor& grad_out, const at::T
   return (g - acc(out).exp() * g.sum(dim, /*keepdim=*/true)).to(out.scalar_type()).contiguous();
 }
 
+void register_softmax_kernels(PortableKernels& k) {
+  k.impl("softmax", &softmax_portable);
+  k.impl("log_softmax", &log_softmax_portable);
+  k.impl("softmax_backward", &softmax_backward_portable);
+  k.impl("log_softmax_backward", &log_softmax_backward_portable);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, MPS, m) {
-  m.impl("softmax", &softmax_portable);
-  m.impl("log_softmax", &log_softmax_portable);
-  m.impl("softmax_backward", &softmax_backward_portable);
-  m.impl("log_softmax_backward", &log_softmax_backward_portable);
-}
-
-TORCH_LIBRARY_IMPL(yirage, PrivateUse1, m) {
-  m.impl("softmax", &softmax_portable);
-  m.impl("log_softmax", &log_softmax_portable);
-  m.impl("softmax_backward", &softmax_backward_portable);
-  m.impl("log_softmax_backward", &log_softmax_backward_portable);
-}
+YIRAGE_PORTABLE_KERNELS(register_softmax_kernels)
 
 }  // namespace yirage

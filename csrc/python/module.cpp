@@ -1,49 +1,155 @@
-// The Python module `_C`. Importing it runs the static TORCH_LIBRARY registrations of the library's
-// other translation units; the ops themselves are reached through torch.ops.yirage, never from here.
-// It carries only the non-op API: which CPU kernel variant (ISA) runs, and a way to narrow it.
-#include <Python.h>
+// The Python module `_C`. Importing it runs the static TORCH_LIBRARY registrations of the library's other
+// translation units; the ops themselves are reached through torch.ops.yirage, never from here. It carries only
+// the non-op API: the CPU kernel variant (ISA) and the backend registry (yirage_ext.backends wraps it).
+// Plain pybind11 over the C++ registry (no torch/extension.h: dtypes and dispatch keys cross as names).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <stdexcept>
+
+#include "backend/backend.h"
 #include "kernels/cpu/isa.h"
+
+namespace py = pybind11;
 
 namespace {
 
 namespace k = yirage::kernels::cpu;
+using yirage::Backend;
+using yirage::BackendRegistry;
+using yirage::BackendStatus;
 
-PyObject* cpu_isa(PyObject*, PyObject*) { return PyUnicode_FromString(k::isa_name(k::active_isa())); }
-
-PyObject* cpu_best_isa(PyObject*, PyObject*) { return PyUnicode_FromString(k::isa_name(k::best_isa())); }
-
-PyObject* set_cpu_isa(PyObject*, PyObject* arg) {
-  const char* name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : nullptr;
-  k::Isa isa;
-  if (name == nullptr || !k::parse_isa(name, &isa)) {
-    PyErr_Format(PyExc_ValueError, "set_cpu_isa: expected one of 'generic', 'avx2', 'avx512', got %R", arg);
-    return nullptr;
+const char* dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::Half: return "float16";
+    case c10::ScalarType::BFloat16: return "bfloat16";
+    case c10::ScalarType::Double: return "float64";
+    default: return c10::toString(t);
   }
-  if (!k::set_isa(isa)) {
-    PyErr_Format(PyExc_ValueError, "set_cpu_isa: this CPU does not support '%s' (best: '%s')", name,
-                 k::isa_name(k::best_isa()));
-    return nullptr;
-  }
-  Py_RETURN_NONE;
 }
 
-PyMethodDef methods[] = {
-    {"cpu_isa", cpu_isa, METH_NOARGS, "The CPU kernel variant in use: 'generic', 'avx2' or 'avx512'."},
-    {"cpu_best_isa", cpu_best_isa, METH_NOARGS, "The widest CPU kernel variant this CPU supports."},
-    {"set_cpu_isa", set_cpu_isa, METH_O, "Select the CPU kernel variant (not wider than cpu_best_isa())."},
-    {nullptr, nullptr, 0, nullptr}};
+// The dispatch keys of the op table, by the names torch uses for them.
+const std::vector<std::pair<const char*, c10::DispatchKey>>& table_keys() {
+  static const std::vector<std::pair<const char*, c10::DispatchKey>> keys = {
+      {"CPU", c10::DispatchKey::CPU},   {"CUDA", c10::DispatchKey::CUDA}, {"MPS", c10::DispatchKey::MPS},
+      {"PrivateUse1", c10::DispatchKey::PrivateUse1}, {"Meta", c10::DispatchKey::Meta},
+      {"Autograd", c10::DispatchKey::Autograd}};
+  return keys;
+}
+
+py::dict backend_info(const std::string& name) {
+  Backend& b = BackendRegistry::get_instance().backend_or_throw(name, "get_backend_info");
+  const BackendStatus s = b.status();
+  py::dict d;
+  d["name"] = b.get_name();
+  d["display_name"] = b.get_display_name();
+  d["description"] = b.get_description();
+  d["kind"] = b.is_device() ? "device" : "provider";
+  d["compiled"] = s.compiled;
+  d["available"] = s.available;
+  d["reason"] = s.reason;
+  d["device_count"] = s.device_count;
+  py::list devices;
+  for (const auto& dev : s.devices) {
+    py::dict e;
+    e["name"] = dev.name;
+    e["memory"] = dev.memory;
+    devices.append(e);
+  }
+  d["devices"] = devices;
+  d["compute_capability"] = s.compute_capability;
+  d["compute_units"] = s.compute_units;
+  d["max_memory"] = s.max_memory;
+  d["max_shared_memory"] = s.max_shared_memory;
+  py::list dtypes;
+  for (c10::ScalarType t : b.get_data_types()) dtypes.append(dtype_name(t));
+  d["dtypes"] = dtypes;
+  const auto key = b.dispatch_key();
+  d["dispatch_key"] = key ? py::object(py::str(c10::toString(*key))) : py::object(py::none());
+  py::dict ops;
+  for (const auto& [op, support] : b.op_support()) ops[py::str(op)] = yirage::op_support_name(support);
+  d["ops"] = ops;
+  d["details"] = s.details;
+  return d;
+}
+
+// op -> {dispatch key name -> native/portable/fallback/none}, for every yirage op the dispatcher has.
+py::dict op_table() {
+  py::dict out;
+  for (const std::string& op : yirage::registered_ops()) {
+    py::dict row;
+    for (const auto& [name, key] : table_keys()) row[name] = yirage::op_support_name(yirage::op_support_at(op, key));
+    out[py::str(op)] = row;
+  }
+  return out;
+}
+
+void set_external_status(const std::string& name, bool compiled, bool available, const std::string& reason,
+                         const std::map<std::string, std::string>& details) {
+  BackendStatus s;
+  s.compiled = compiled;
+  s.available = available;
+  s.reason = available ? "" : reason;
+  s.details = details;
+  BackendRegistry::get_instance().set_external_status(name, s);
+}
 
 }  // namespace
 
-#define YR_CONCAT_(a, b) a##b
-#define YR_CONCAT(a, b) YR_CONCAT_(a, b)
-#define YR_STR_(a) #a
-#define YR_STR(a) YR_STR_(a)
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "yirage_ext native library (ops register with torch.ops.yirage on import; backend registry)";
 
-PyMODINIT_FUNC YR_CONCAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
-  static PyModuleDef module = {PyModuleDef_HEAD_INIT, YR_STR(TORCH_EXTENSION_NAME),
-                               "yirage_ext native library (ops register with torch.ops.yirage on import)", -1,
-                               methods};
-  return PyModule_Create(&module);
+  m.def("cpu_isa", [] { return k::isa_name(k::active_isa()); },
+        "The CPU kernel variant in use: 'generic', 'avx2' or 'avx512'.");
+  m.def("cpu_best_isa", [] { return k::isa_name(k::best_isa()); },
+        "The widest CPU kernel variant this CPU supports.");
+  m.def(
+      "set_cpu_isa",
+      [](py::object arg) {
+        k::Isa isa;
+        if (!py::isinstance<py::str>(arg) || !k::parse_isa(arg.cast<std::string>().c_str(), &isa)) {
+          throw py::value_error("set_cpu_isa: expected one of 'generic', 'avx2', 'avx512', got " +
+                                py::repr(arg).cast<std::string>());
+        }
+        if (!k::set_isa(isa)) {
+          throw py::value_error("set_cpu_isa: this CPU does not support '" + arg.cast<std::string>() +
+                                "' (best: '" + k::isa_name(k::best_isa()) + "')");
+        }
+      },
+      "Select the CPU kernel variant (not wider than cpu_best_isa()).");
+  m.def("cpu_features", [] {
+    const k::CpuFeatures& f = k::cpu_features();
+    py::dict d;
+    d["vendor"] = f.vendor;
+    d["brand"] = f.brand;
+    d["avx2_fma"] = f.avx2_fma;
+    d["avx512f"] = f.avx512f;
+    d["amx_tile"] = f.amx_tile;
+    d["amx_bf16"] = f.amx_bf16;
+    d["amx_int8"] = f.amx_int8;
+    return d;
+  });
+
+  auto& reg = BackendRegistry::get_instance();
+  m.def("backend_names", [&reg] { return reg.get_backend_names(); });
+  m.def("backend_info", &backend_info, py::arg("name"));
+  m.def("get_available_backends", [&reg] { return reg.get_available_backends(); });
+  m.def("is_backend_available", [&reg](const std::string& n) { return reg.is_backend_available(n); });
+  m.def("get_default_backend", [&reg] { return reg.get_default_backend(); });
+  m.def("set_default_backend", [&reg](const std::string& n) { reg.set_default_backend(n); });
+  m.def("reset_default_backend", [&reg] { reg.reset_default_backend(); });
+  m.def("select_backend", [&reg](const std::string& p, const std::vector<std::string>& f) { return reg.select(p, f); },
+        py::arg("preferred"), py::arg("fallbacks"));
+  m.def("set_external_status", &set_external_status, py::arg("name"), py::arg("compiled"), py::arg("available"),
+        py::arg("reason"), py::arg("details"));
+  m.def("registered_ops", &yirage::registered_ops);
+  m.def("op_table", &op_table);
+  m.def("built_with_cuda", [] {
+#ifdef YIRAGE_WITH_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
 }

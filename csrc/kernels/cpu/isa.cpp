@@ -77,3 +77,66 @@ bool set_isa(Isa isa) {
 }
 
 }  // namespace yirage::kernels::cpu
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+namespace yirage::kernels::cpu {
+
+namespace {
+
+CpuFeatures read_features() {
+  CpuFeatures f{};
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    const unsigned max_leaf = a;
+    std::memcpy(f.vendor + 0, &b, 4);
+    std::memcpy(f.vendor + 4, &d, 4);
+    std::memcpy(f.vendor + 8, &c, 4);
+    __builtin_cpu_init();
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    if (max_leaf >= 7) {
+      __cpuid_count(7, 0, a, b, c, d);
+      const bool tile = (d >> 24) & 1u;
+      // The OS must enable the tile state: XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA). Linux also needs
+      // a per-process arch_prctl request before the first tile instruction; that is the user's job.
+      unsigned xcr0_hi = 0, xcr0_lo = 0;
+      bool os_tiles = false;
+      __cpuid(1, a, b, c, d);
+      if ((c >> 27) & 1u) {  // OSXSAVE: xgetbv is allowed
+        __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+        os_tiles = ((xcr0_lo >> 17) & 3u) == 3u;
+      }
+      __cpuid_count(7, 0, a, b, c, d);
+      f.amx_tile = tile && os_tiles;
+      f.amx_bf16 = f.amx_tile && ((d >> 22) & 1u);
+      f.amx_int8 = f.amx_tile && ((d >> 25) & 1u);
+    }
+    __get_cpuid(0x80000000u, &a, &b, &c, &d);
+    if (a >= 0x80000004u) {
+      unsigned regs[12];
+      for (unsigned i = 0; i < 3; ++i) __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2],
+                                                   &regs[4 * i + 3]);
+      std::memcpy(f.brand, regs, 48);
+      // trim the padding spaces some CPUs put around the brand
+      char* s = f.brand;
+      while (*s == ' ') ++s;
+      std::memmove(f.brand, s, std::strlen(s) + 1);
+      for (size_t n = std::strlen(f.brand); n > 0 && f.brand[n - 1] == ' '; --n) f.brand[n - 1] = '\0';
+    }
+  }
+#endif
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = read_features();
+  return features;
+}
+
+}  // namespace yirage::kernels::cpu

@@ -21,4 +21,17 @@ Isa active_isa();
 // Selects a variant; returns false (and changes nothing) if the CPU does not support it.
 bool set_isa(Isa isa);
 
+// What the CPU is, for the backend registry and diagnostics (read once with cpuid; empty strings and
+// false on other architectures).
+struct CpuFeatures {
+  char vendor[13];      // "GenuineIntel", "AuthenticAMD", ...
+  char brand[49];       // e.g. "Intel(R) Xeon(R) Platinum 8480+"
+  bool avx2_fma;        // AVX2 with FMA
+  bool avx512f;         // AVX-512 Foundation, with the OS saving the ZMM state
+  bool amx_tile;        // AMX tiles (CPUID.7.0:EDX[24]), with the OS saving the tile state (XCR0[18:17])
+  bool amx_bf16;        // AMX BF16 (CPUID.7.0:EDX[22])
+  bool amx_int8;        // AMX INT8 (CPUID.7.0:EDX[25])
+};
+const CpuFeatures& cpu_features();
+
 }  // namespace yirage::kernels::cpu

@@ -1,0 +1,57 @@
+"""`python -m yirage_ext` and `python -m yirage_ext --json` in a fresh process: exit status 0 (the CPU backend
+works here), and the report holds the versions, how the library was loaded, every backend with its reason and
+the op x dispatch-key table, agreeing with the Python API of this process."""
+import json
+
+import pytest
+import torch
+
+import yirage_ext as yr
+from yirage_ext import backends
+
+from _helpers import run_python
+
+
+@pytest.fixture(scope="module")
+def json_report():
+    out = run_python(args=["-m", "yirage_ext", "--json"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def test_json_report(json_report):
+    r = json_report
+    assert r["yirage_ext"]["version"] == yr.__version__
+    assert r["torch"]["version"] == torch.__version__
+    info = yr.load_info()
+    assert r["load"]["kind"] == info.kind and r["load"]["path"] == info.path
+    assert r["load"]["jit_key"] and r["load"]["jit_cache_root"]
+    assert "cxx" in r["toolchain"] and "CUDA_HOME" in r["toolchain"]["cuda"]
+    assert [b["name"] for b in r["backends"]] == backends.backend_names()
+    for b in r["backends"]:
+        mine = yr.get_backend_info(b["name"])
+        assert (b["available"], b["reason"], b["compiled"]) == (mine["available"], mine["reason"], mine["compiled"])
+    assert r["ops"] == backends.op_table()
+    assert r["default_backend"] == yr.get_default_backend()
+    assert r["cpu_check"]["ok"] is True
+    assert r["cpu"]["isa"] == yr.cpu_isa()
+    assert r["errors"] == []
+
+
+def test_text_report(json_report):
+    out = run_python(args=["-m", "yirage_ext"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert f"yirage_ext {yr.__version__}" in text and f"torch {torch.__version__}" in text
+    assert f"loaded: {yr.load_info().kind} from {yr.load_info().path}" in text
+    assert json_report["load"]["jit_key"] in text
+    backend_lines = text.split("== backends")[1].split("== ops")[0]
+    for b in json_report["backends"]:
+        line = next(l for l in backend_lines.splitlines() if l.startswith(b["name"] + " "))
+        assert ("unavailable" if not b["available"] else "available") in line
+        assert (b["reason"] or b["description"]) in line
+    table = text.split("== ops x dispatch keys")[1]
+    for op, row in json_report["ops"].items():
+        line = next(l for l in table.splitlines() if l.split() and l.split()[0] == op)
+        assert line.split()[1:] == list(row.values())
+    assert "CPU check: ok" in text
