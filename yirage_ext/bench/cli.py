@@ -151,7 +151,8 @@ def _notes(rooflines: Rooflines, seconds: float) -> List[str]:
         notes.append(f"% roof copy: of the copy bandwidth measured in this run, {rooflines._copy / 1e9:.1f} GB/s "
                      "(dst.copy_(src), read + write)")
     for dtype, (rate, what) in rooflines._gemm.items():
-        notes.append(f"% roof gemm ({str(dtype).replace('torch.', '')}): of {what}, {rate / 1e9:.1f} GFLOP/s, "
+        shown = f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.1f} GFLOP/s"
+        notes.append(f"% roof gemm ({str(dtype).replace('torch.', '')}): of {what}, {shown}, "
                      "measured in this run")
     notes.append(f"run time: {seconds:.1f} s")
     return notes

@@ -123,7 +123,7 @@ def write_plots(rows: Sequence[Result], path: str, title: str = "") -> List[str]
             ax.bar(xs, ys, width, label=p)
         ax.set_xticks(range(len(groups)), groups, fontsize=8)
         ax.set_ylabel(("GFLOP/s" if compute else "GB/s of ideal bytes") + " (median; higher is better)")
-        ax.set_title(f"{op}{' - ' + title if title else ''}", fontsize=9)
+        ax.set_title(f"{op}{chr(10) + title if title else ''}", fontsize=9)  # two lines: a long title is not clipped
         ax.legend(fontsize=8)
         fig.tight_layout()
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
