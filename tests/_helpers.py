@@ -35,13 +35,18 @@ def aten_ops_called(fn):
 
 
 def run_python(code=None, args=(), timeout=300, cwd=None):
-    """Runs `python -c code` (or `python *args`) in a fresh process from a neutral directory (so the checkout
-    does not shadow the installed package unless PYTHONPATH says so); returns the CompletedProcess."""
+    """Runs `python -c code` (or `python *args`) in a fresh process from a neutral directory, importing the
+    yirage_ext this process imported (the installed wheel under `make test`, the checkout with PYTHONPATH):
+    never the other, so a checkout without a built library is not JIT-built. Returns the CompletedProcess."""
     import os
     import subprocess
     import sys
     import tempfile
 
+    import yirage_ext
+
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(yirage_ext.__file__)))
+    env = dict(os.environ, PYTHONPATH=parent + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable] + (["-c", code] if code is not None else []) + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or tempfile.gettempdir(),
-                          env=dict(os.environ))
+                          env=env)

@@ -2,30 +2,22 @@
 bad-argument message (in process: one line on stderr, exit status 2, no traceback)."""
 import csv
 import importlib.util
-import os
-import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
 
-import yirage_ext
+from _helpers import run_python
 from yirage_ext.bench import cli
 from yirage_ext.bench.report import CSV_FIELDS
 
-# the subprocesses import the yirage_ext this process imported (the installed wheel under `make test`, the
-# checkout with PYTHONPATH), never the other: a checkout without a built library would JIT-build it
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(yirage_ext.__file__)))
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 TINY = ["--warmup", "0", "--repeats", "2", "--budget", "0.01"]
 
 
 def bench(*args, code=None):
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "yirage_ext.bench", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
-                          timeout=300)
+    """The CLI (or `code` with these arguments) in a subprocess, on the yirage_ext this process imported."""
+    return run_python(code, args=args if code else ("-m", "yirage_ext.bench", *args))
 
 
 def test_cli_table_csv_and_plot(tmp_path):
