@@ -25,7 +25,7 @@ ext = Extension(
     "yirage_ext._C",
     # one file per translation unit (a glue directory is one unit), generated under build/
     [os.path.relpath(s, ROOT) for s in cfg.write_translation_units(CSRC, with_cuda, os.path.join(ROOT, "build", "units"))],
-    include_dirs=[CSRC],
+    include_dirs=[CSRC] + cfg.cuda_include_dirs(with_cuda),
     extra_compile_args={"cxx": cfg.cxx_flags(with_cuda), "nvcc": cfg.nvcc_flags()},
     extra_link_args=cfg.ld_flags(),
 )

@@ -54,7 +54,7 @@ def sources(csrc: str, with_cuda: bool, python_module: bool = True) -> list[str]
 # file's compile time, so each directory is compiled as one translation unit (a file that #includes its
 # .cpp files) - a quarter of the time of compiling them one by one. Their files must not define the same
 # name twice (helpers shared by a directory go in a header). Kernels, CUDA and single files stay separate.
-UNITY_DIRS = ("autograd", "backend", "cpu", "meta", "portable")
+UNITY_DIRS = ("autograd", "backend", "cpu", "cuda", "meta", "portable")
 
 
 def translation_units(csrc: str, with_cuda: bool, python_module: bool = True) -> list[tuple[str, list[str]]]:
@@ -140,6 +140,31 @@ def cxx_flags(with_cuda: bool) -> list[str]:
 
 def nvcc_flags() -> list[str]:
     return ["-O3", "-std=c++20", "--expt-relaxed-constexpr", "-DYIRAGE_WITH_CUDA"]
+
+
+def cuda_include_dirs(with_cuda: bool) -> list[str]:
+    """Extra include directories of a CUDA build: the cuBLAS/cuSPARSE headers that torch's CUDA headers
+    include, taken from torch's own nvidia wheels when the toolkit lacks them (a toolkit with only nvcc and
+    cudart, as on a build machine)."""
+    if not with_cuda:
+        return []
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if torch.version.cuda is None or (CUDA_HOME and os.path.exists(os.path.join(CUDA_HOME, "include", "cublas_v2.h"))):
+        return []
+    out = []
+    for base in sys.path:
+        nv = os.path.join(base, "nvidia")
+        if not os.path.isdir(nv):
+            continue
+        for sub in sorted(os.listdir(nv)):
+            inc = os.path.join(nv, sub, "include")
+            if os.path.exists(os.path.join(inc, "cublas_v2.h")) or os.path.exists(os.path.join(inc, "cusparse.h")):
+                out.append(inc)
+        if out:
+            break
+    return out
 
 
 def ld_flags() -> list[str]:

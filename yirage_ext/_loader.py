@@ -141,7 +141,7 @@ def _build(config: dict, final_dir: str):
         extra_cflags=config["cflags"],
         extra_cuda_cflags=config["cuda_cflags"],
         extra_ldflags=config["ldflags"],
-        extra_include_paths=[csrc],
+        extra_include_paths=[csrc] + cfg.cuda_include_dirs(config["with_cuda"]),
         build_directory=tmp_dir,
         verbose=cfg.env_flag("YIRAGE_EXT_VERBOSE"),
         with_cuda=config["with_cuda"],

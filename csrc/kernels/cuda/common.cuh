@@ -1,0 +1,118 @@
+// Device-side building blocks of the CUDA kernels (torch-free): element conversions, 16-byte vectors,
+// warp and block reductions, the dtype switch and the launch-error check.
+#pragma once
+
+#include <cstdint>
+
+#include "compat.cuh"
+#include "types.h"
+
+namespace yirage::kernels::cuda {
+
+#if YIRAGE_HIP
+using bf16 = __hip_bfloat16;
+using f16 = __half;
+#else
+using bf16 = __nv_bfloat16;
+using f16 = __half;
+#endif
+
+// Accumulation type: float for fp32/fp16/bf16, double for double.
+template <typename T> struct Acc { using type = float; };
+template <> struct Acc<double> { using type = double; };
+template <typename T> using acc_t = typename Acc<T>::type;
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(f16 v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(bf16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_acc(float v);
+template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16 from_acc<f16>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ bf16 from_acc<bf16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T> __device__ __forceinline__ T from_acc(double v);
+template <> __device__ __forceinline__ double from_acc<double>(double v) { return v; }
+
+// N elements of T loaded or stored as one access (16 bytes for N = 16 / sizeof(T)).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+// Elements per 16-byte access.
+template <typename T> constexpr int kVec = 16 / sizeof(T);
+
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, N>*>(p);
+}
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
+  *reinterpret_cast<Vec<T, N>*>(p) = v;
+}
+
+// Whether a pointer is aligned for an access of `bytes`.
+__host__ __device__ __forceinline__ bool aligned(const void* p, int bytes) {
+  return (reinterpret_cast<uintptr_t>(p) % bytes) == 0;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int m = kWarpSize / 2; m > 0; m /= 2) v += shfl_xor(v, m);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_max(T v) {
+#pragma unroll
+  for (int m = kWarpSize / 2; m > 0; m /= 2) v = max(v, shfl_xor(v, m));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `smem` holds at least blockDim.x / kWarpSize values;
+// the call ends with a barrier after reading it, so it can be reused by the next reduction.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* smem) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  v = warp_sum(v);
+  if (warps == 1) return v;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  T t = lane < warps ? smem[lane] : T(0);
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+
+template <typename T>
+__device__ __forceinline__ T block_max(T v, T* smem) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  v = warp_max(v);
+  if (warps == 1) return v;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  T t = lane < warps ? smem[lane] : T(-INFINITY);
+  t = warp_max(t);
+  __syncthreads();
+  return t;
+}
+
+// The launch's error (cudaSuccess when the kernel was queued).
+inline cudaError_t launch_status() { return cudaGetLastError(); }
+
+}  // namespace yirage::kernels::cuda
+
+// Runs the statement with `T` bound to the element type of `dtype`; an unknown dtype returns
+// cudaErrorInvalidValue from the enclosing function (never a silent no-op).
+#define YIRAGE_CUDA_DISPATCH(dtype, T, ...)                                           \
+  switch (dtype) {                                                                    \
+    case ::yirage::kernels::cuda::DType::f32: { using T = float; __VA_ARGS__; break; } \
+    case ::yirage::kernels::cuda::DType::f16: { using T = ::yirage::kernels::cuda::f16; __VA_ARGS__; break; } \
+    case ::yirage::kernels::cuda::DType::bf16: { using T = ::yirage::kernels::cuda::bf16; __VA_ARGS__; break; } \
+    case ::yirage::kernels::cuda::DType::f64: { using T = double; __VA_ARGS__; break; } \
+    default: return cudaErrorInvalidValue;                                            \
+  }
