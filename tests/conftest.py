@@ -10,6 +10,7 @@ if not torch.cuda.is_available():
 
 import yirage_ext
 from yirage_ext._loader import native_module
+from yirage_ext.testing.inputs import default_device
 
 ISAS = ("generic", "avx2", "avx512")
 
@@ -27,23 +28,41 @@ def _has_kernel(key: str) -> bool:
 
 # Devices whose backend has yirage kernels here: CPU always; CUDA once the library has CUDA kernels and a
 # GPU is present (tests then run there too; in CI, without a GPU, those cases are not generated).
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and _has_kernel("CUDA") else [])
+HAS_CUDA = torch.cuda.is_available() and _has_kernel("CUDA")
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 
 
 @pytest.fixture(params=DEVICES)
 def device(request):
-    return request.param
+    """Runs the test on each device; the input factories (yirage_ext.testing.inputs) default to it."""
+    with default_device(request.param):
+        yield request.param
+
+
+def _use_isa(isa):
+    mod = native_module()
+    best = mod.cpu_best_isa()
+    if ISAS.index(isa) > ISAS.index(best):
+        pytest.skip(f"this CPU supports CPU kernel variants up to {best!r}, not {isa!r}")
+    before = mod.cpu_isa()
+    mod.set_cpu_isa(isa)
+    assert yirage_ext.cpu_isa() == isa
+    yield isa
+    mod.set_cpu_isa(before)
 
 
 @pytest.fixture(params=ISAS)
 def isa(request):
     """Runs the test with each CPU kernel variant this CPU supports; the others skip with a reason."""
-    mod = native_module()
-    best = mod.cpu_best_isa()
-    if ISAS.index(request.param) > ISAS.index(best):
-        pytest.skip(f"this CPU supports CPU kernel variants up to {best!r}, not {request.param!r}")
-    before = mod.cpu_isa()
-    mod.set_cpu_isa(request.param)
-    assert yirage_ext.cpu_isa() == request.param
-    yield request.param
-    mod.set_cpu_isa(before)
+    yield from _use_isa(request.param)
+
+
+@pytest.fixture(params=ISAS + (("cuda",) if HAS_CUDA else ()))
+def target(request):
+    """Runs the test with each kernel this machine has: every CPU kernel variant this CPU supports (the others
+    skip with a reason), and the CUDA kernels when a GPU is present (the input factories then default to it)."""
+    if request.param == "cuda":
+        with default_device("cuda"):
+            yield "cuda"
+        return
+    yield from _use_isa(request.param)

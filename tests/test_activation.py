@@ -63,7 +63,7 @@ def halves(x):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,d", GATED_SHAPES)
 @pytest.mark.parametrize("op", GATED, ids=GATED_IDS)
-def test_gated_forward_values(isa, dtype, rows, d, op):
+def test_gated_forward_values(target, dtype, rows, d, op):
     x = activation_inputs((rows, 2 * d), dtype, seed=rows + d)
     y = op(x)
     assert y.dtype == dtype and y.shape == (rows, d) and y.is_contiguous()
@@ -73,7 +73,7 @@ def test_gated_forward_values(isa, dtype, rows, d, op):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", GELU_SHAPES, ids=str)
 @pytest.mark.parametrize("approximate", APPROX)
-def test_gelu_forward_values(isa, dtype, shape, approximate):
+def test_gelu_forward_values(target, dtype, shape, approximate):
     x = activation_inputs(shape, dtype, seed=len(shape) + 3)
     y = OPS.gelu(x, approximate)
     assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous()
@@ -95,7 +95,7 @@ SPECIAL = [-math.inf, math.inf, math.nan, -100.0, -20.0, -5.5, -1.3, -0.0, 0.0, 
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-def test_nonfinite_and_large_inputs_match_torch(isa, dtype):
+def test_nonfinite_and_large_inputs_match_torch(target, dtype):
     """inf/-inf/NaN and |x| up to 100 (3e4 = a large fp16): values and gradients as torch's F functions (gated
     ops) and the float64 formula (gelu) give them: NaN at act(-inf) and for every derivative at +-inf."""
     a = torch.tensor(SPECIAL, dtype=dtype)
@@ -119,7 +119,7 @@ def test_nonfinite_and_large_inputs_match_torch(isa, dtype):
         assert_close(xo.grad, xt.grad, dtype, msg=approximate + " grad")
 
 
-def test_fp32_gelu_accuracy(isa):
+def test_fp32_gelu_accuracy(target):
     """The vectorized fp32 normal CDF: relative error of gelu(x) about one ulp for x > 0, a few ulp on the
     lower tail down to -5.5 (where 1 + erf(x/sqrt 2) would have lost every digit), tiny absolute error
     below (Phi(x) < 2e-8 there)."""
@@ -148,7 +148,7 @@ def test_leading_dims_and_many_rows(device, dtype, shape):
 
 @pytest.mark.parametrize("layout", ["strided", "broadcast", "transposed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-def test_noncontiguous_inputs(isa, layout, dtype):
+def test_noncontiguous_inputs(target, layout, dtype):
     if layout == "transposed":  # rows without a single stride: copied to a contiguous tensor first
         x = activation_inputs((2 * 769, 6), dtype, seed=3).t()
     else:
@@ -184,7 +184,7 @@ def test_empty():
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,d", [(1, 1), (3, 8), (37, 769), (61, 2049)])
 @pytest.mark.parametrize("op", GATED, ids=GATED_IDS)
-def test_gated_gradients(isa, dtype, rows, d, op):
+def test_gated_gradients(target, dtype, rows, d, op):
     x = activation_inputs((rows, 2 * d), dtype, seed=5).requires_grad_()
     g = torch.randn(rows, d).to(dtype)
     op(x).backward(g)
@@ -195,7 +195,7 @@ def test_gated_gradients(isa, dtype, rows, d, op):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(), (5,), (37, 769), (61, 4099)], ids=str)
 @pytest.mark.parametrize("approximate", APPROX)
-def test_gelu_gradients(isa, dtype, shape, approximate):
+def test_gelu_gradients(target, dtype, shape, approximate):
     x = activation_inputs(shape, dtype, seed=6).requires_grad_()
     g = torch.randn(shape).to(dtype)
     OPS.gelu(x, approximate).backward(g)

@@ -19,7 +19,7 @@ SHAPES = [(1, 1), (3, 2), (3, 8), (1000, 768), (3, 769), (1000, 769), (3, 5125),
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,hidden", SHAPES)
 @pytest.mark.parametrize("affine", ["weight_bias", "weight", "none"])
-def test_forward_values(isa, dtype, rows, hidden, affine):
+def test_forward_values(target, dtype, rows, hidden, affine):
     inp = layer_norm_inputs((rows, hidden), dtype, seed=rows + hidden)
     w = inp.weight if affine != "none" else None
     b = inp.bias if affine == "weight_bias" else None
@@ -50,7 +50,7 @@ def test_leading_dims_and_many_rows(device, dtype, shape):
 
 @pytest.mark.parametrize("layout", ["strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-def test_noncontiguous_inputs(isa, layout, dtype):
+def test_noncontiguous_inputs(target, layout, dtype):
     inp = layer_norm_inputs((4, 6, 769), dtype, layout=layout, seed=3)
     assert not inp.x.is_contiguous()
     w = (torch.rand(2 * 769) + 0.5).to(dtype)[::2]
@@ -72,7 +72,7 @@ def test_empty(shape):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048)])
 @pytest.mark.parametrize("affine", ["weight_bias", "none"])
-def test_gradients(isa, dtype, rows, hidden, affine):
+def test_gradients(target, dtype, rows, hidden, affine):
     inp = layer_norm_inputs((rows, hidden), dtype, seed=4)
     x = inp.x.clone().requires_grad_()
     w = inp.weight.clone().requires_grad_() if affine != "none" else None

@@ -25,7 +25,7 @@ def saved_for(act, out, pre):
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_forward_values(isa, dtype, m, k, n, act):
+def test_forward_values(target, dtype, m, k, n, act):
     inp = linear_inputs((m, k), n, dtype, seed=m + k + n)
     for bias in (inp.bias, None):
         y = OPS.linear(inp.x, inp.weight, bias, act)
@@ -62,7 +62,7 @@ def test_leading_dims(dtype, x_shape):
 @pytest.mark.parametrize("layout", ["transposed", "strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("act", ["relu", "silu"])
-def test_noncontiguous_inputs(isa, layout, dtype, act):
+def test_noncontiguous_inputs(target, layout, dtype, act):
     inp = linear_inputs((4, 60, 96), 80, dtype, layout=layout, seed=3)
     assert not inp.x.is_contiguous()
     assert layout == "broadcast" or not inp.weight.is_contiguous()
@@ -118,7 +118,7 @@ def test_empty(x_shape, n, act):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("x_shape,n", [((1, 1), 1), ((2, 19, 65), 33), ((300, 256), 200)])
-def test_gradients(isa, dtype, act, x_shape, n):
+def test_gradients(target, dtype, act, x_shape, n):
     inp = linear_inputs(x_shape, n, dtype, seed=4)
     for with_bias in (True, False):
         x, w = inp.x.clone().requires_grad_(), inp.weight.clone().requires_grad_()

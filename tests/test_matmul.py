@@ -17,7 +17,7 @@ SHAPES = [(1, 1, 1), (3, 5, 7), (1, 769, 33), (64, 1, 100), (37, 129, 255), (300
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_forward_values(isa, dtype, m, k, n):
+def test_forward_values(target, dtype, m, k, n):
     inp = matmul_inputs((m, k), (k, n), dtype, seed=m + k + n)
     y = OPS.matmul(inp.a, inp.b)
     assert y.dtype == dtype and y.shape == (m, n) and y.is_contiguous()

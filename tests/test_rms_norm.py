@@ -33,7 +33,7 @@ def weight_of(inp, with_weight):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,hidden", SHAPES)
 @pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
-def test_forward_values(isa, dtype, rows, hidden, with_weight):
+def test_forward_values(target, dtype, rows, hidden, with_weight):
     inp = rms_norm_inputs((rows, hidden), dtype, seed=rows * 7 + hidden)
     w = weight_of(inp, with_weight)
     y = OPS.rms_norm(inp.x, w, inp.eps)
@@ -79,7 +79,7 @@ def test_large_values_do_not_overflow_in_fp16():
 
 @pytest.mark.parametrize("layout", ["strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
-def test_noncontiguous_inputs(isa, layout, dtype):
+def test_noncontiguous_inputs(target, layout, dtype):
     inp = rms_norm_inputs((4, 6, 769), dtype, layout=layout, seed=4)
     assert not inp.x.is_contiguous() and not inp.residual.is_contiguous()
     w_wide = torch.rand(2 * 769, dtype=dtype) + 0.5
@@ -120,7 +120,7 @@ def test_empty(shape):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048)])
 @pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
-def test_rms_norm_gradients(isa, dtype, rows, hidden, with_weight):
+def test_rms_norm_gradients(target, dtype, rows, hidden, with_weight):
     inp = rms_norm_inputs((rows, hidden), dtype, seed=5)
     x = inp.x.clone().requires_grad_()
     w = inp.weight.clone().requires_grad_() if with_weight else None
@@ -135,7 +135,7 @@ def test_rms_norm_gradients(isa, dtype, rows, hidden, with_weight):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("used", ["y_and_h", "y_only", "h_only"])
-def test_fused_add_rms_norm_gradients(isa, dtype, used):
+def test_fused_add_rms_norm_gradients(target, dtype, used):
     inp = rms_norm_inputs((37, 769), dtype, seed=6)
     x, r, w = (t.clone().requires_grad_() for t in (inp.x, inp.residual, inp.weight))
     y, h = OPS.fused_add_rms_norm(x, r, w, inp.eps)

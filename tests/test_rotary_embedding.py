@@ -35,7 +35,7 @@ def rope_grads(inp, interleaved, grads):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @MODES
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_forward_values(isa, dtype, interleaved, case):
+def test_forward_values(target, dtype, interleaved, case):
     s, hq, hk, d, r = case
     inp = rotary_embedding_inputs((s, hq, d), kv_heads=hk, rot_dim=r, dtype=dtype, seed=s + d)
     out_q, out_k = OPS.rotary_embedding(inp.q, inp.k, inp.cos, inp.sin, interleaved)
@@ -108,7 +108,7 @@ def test_many_tokens(device, dtype):
 @pytest.mark.parametrize("layout", ["qkv", "transposed", "strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @MODES
-def test_noncontiguous_inputs(isa, layout, dtype, interleaved):
+def test_noncontiguous_inputs(target, layout, dtype, interleaved):
     inp = rotary_embedding_inputs((2, 3, 13, 6, 72), kv_heads=2, rot_dim=40, dtype=dtype, layout=layout, seed=6)
     assert not inp.q.is_contiguous() and not inp.k.is_contiguous()
     run = lambda: OPS.rotary_embedding(inp.q, inp.k, inp.cos, inp.sin, interleaved)  # noqa: E731
@@ -171,7 +171,7 @@ GRAD_CASES = [((1, 1, 1, 2, 2), (), False), ((7, 5, 3, 64, 64), (), False), ((9,
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @MODES
 @pytest.mark.parametrize("case,lead,per_sequence", GRAD_CASES, ids=["tiny", "gqa", "partial_per_seq", "batch_shared"])
-def test_gradients(isa, dtype, interleaved, case, lead, per_sequence):
+def test_gradients(target, dtype, interleaved, case, lead, per_sequence):
     # every floating input: q and k, and cos and sin (summed over heads and, for "batch_shared", over the batch)
     s, hq, hk, d, r = case
     inp = rotary_embedding_inputs((*lead, s, hq, d), kv_heads=hk, rot_dim=r, dtype=dtype, per_sequence=per_sequence,

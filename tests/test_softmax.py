@@ -41,7 +41,7 @@ def run(kind, x, dim):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("rows,n", ROW_SHAPES)
-def test_forward_values(isa, kind, dtype, rows, n):
+def test_forward_values(target, kind, dtype, rows, n):
     x = softmax_inputs((rows, n), dtype, seed=rows * 7 + n)
     y, want = run(kind, x, -1)
     assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous()
@@ -51,7 +51,7 @@ def test_forward_values(isa, kind, dtype, rows, n):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", ND_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_every_dim(isa, kind, dtype, shape):
+def test_every_dim(target, kind, dtype, shape):
     x = softmax_inputs(shape, dtype, seed=sum(shape))
     for dim in range(-len(shape), len(shape)):
         y, want = run(kind, x, dim)
@@ -70,7 +70,7 @@ def test_matches_torch(kind):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_large_values(isa, kind, dtype, dim):
+def test_large_values(target, kind, dtype, dim):
     # a common offset of 1e4 (exp would overflow without the max shift) and a spread of 1e4 (one-hot rows)
     for offset, scale in [(1e4, 2.0), (-1e4, 2.0), (0.0, 1e4)]:
         x = softmax_inputs((64, 513), dtype, offset=offset, scale=scale, seed=2)
@@ -82,7 +82,7 @@ def test_large_values(isa, kind, dtype, dim):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=dtype_id)
 @pytest.mark.parametrize("dim", [-1, 1, 0])
-def test_masked_entries_and_all_masked_rows(isa, kind, dtype, dim):
+def test_masked_entries_and_all_masked_rows(target, kind, dtype, dim):
     x = softmax_inputs((40, 37, 21), dtype, masked=0.4, seed=3)
     # slices along `dim` that are entirely -inf (attention rows that see no key): NaN, as torch gives
     index = [slice(None)] * 3
@@ -104,7 +104,7 @@ def test_masked_entries_and_all_masked_rows(isa, kind, dtype, dim):
 
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_nan_and_inf_rows(isa, kind, dim):
+def test_nan_and_inf_rows(target, kind, dim):
     x = softmax_inputs((6, 45), torch.float32, seed=4)
     if dim == 0:
         x = x.t().contiguous()
@@ -162,7 +162,7 @@ def _noncontiguous(layout, dtype):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("layout", ["strided", "broadcast", "transposed", "expand_last", "sliced"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-def test_noncontiguous_inputs(isa, kind, layout, dtype):
+def test_noncontiguous_inputs(target, kind, layout, dtype):
     x = _noncontiguous(layout, dtype)
     assert not x.is_contiguous()
     for dim in range(x.dim()):
@@ -191,7 +191,7 @@ def test_empty(kind, shape, dim):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape,dim", [((1, 1), -1), ((3, 8), -1), ((37, 769), -1), ((64, 2048), -1),
                                        ((37, 769), 0), ((3, 33, 20), 1), ((2, 700, 3), 1), ((1, 4500, 24), 1)])
-def test_gradients(isa, kind, dtype, shape, dim):
+def test_gradients(target, kind, dtype, shape, dim):
     op, ref, _, _ = KINDS[kind]
     x = softmax_inputs(shape, dtype, seed=7).requires_grad_()
     g = torch.randn(shape).to(dtype)
