@@ -15,7 +15,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean cpp-example
+.PHONY: demo test install wheel bench clean cpp-example cuda-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,39 @@ cpp-example: $(DEPS)
 		$$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 	cmake --build $(CPP_BUILD_DIR)
 	$(CPP_BUILD_DIR)/yirage_cpp_example
+
+# The CUDA build check, on a machine without a GPU: a second venv with a CUDA build of torch
+# (CUDA_TORCH_VERSION), the CUDA toolkit at CUDA_HOME (nvcc and cudart are enough: cuBLAS headers come from
+# torch's own nvidia wheels), one arch. The CUDA-enabled library is built as a wheel, installed, must report
+# its CUDA kernels registered, and passes the test suite (its CPU tests; the CUDA ones need a GPU).
+CUDA_VENV ?= .venv-cuda
+CUDA_TORCH_VERSION ?= 2.14.1
+CUDA_HOME ?= /usr/local/cuda
+CUDA_ARCH ?= 9.0a
+CUDA_PY := $(CUDA_VENV)/bin/python
+CUDA_DEPS := $(CUDA_VENV)/.deps-$(CUDA_TORCH_VERSION)
+CUDA_CHECK_PYTEST_ARGS ?= -q -x
+
+$(CUDA_DEPS):
+	$(PYTHON) -m venv $(CUDA_VENV)
+	$(CUDA_PY) -m pip install --quiet "torch==$(CUDA_TORCH_VERSION)" ninja pytest numpy expecttest setuptools wheel
+	touch $@
+
+cuda-check: $(CUDA_DEPS)
+	rm -rf build/cuda-dist
+	@start=$$(date +%s); \
+	CUDA_HOME=$(CUDA_HOME) TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" YIRAGE_EXT_FORCE_CUDA=1 \
+		$(CUDA_PY) -m pip wheel --quiet --no-build-isolation --no-deps --wheel-dir build/cuda-dist . ; \
+	echo "cuda-check: CUDA build took $$(( $$(date +%s) - start )) s"
+	$(CUDA_PY) -m pip install --quiet --force-reinstall --no-deps build/cuda-dist/yirage_ext-*.whl
+	cd build && ../$(CUDA_PY) -I -c "import torch, yirage_ext; \
+		info = yirage_ext.load_info(); \
+		assert info.kind == 'prebuilt' and info.config['with_cuda'], info; \
+		missing = [op for op in yirage_ext.backends.op_table() if not op.startswith('attention') and \
+		           not torch._C._dispatch_has_kernel_for_dispatch_key('yirage::' + op, 'CUDA')]; \
+		assert not missing, f'no CUDA kernel for {missing}'; \
+		print('cuda-check: torch', torch.__version__, '- CUDA kernels registered for every op but attention')"
+	$(CUDA_VENV)/bin/pytest tests $(CUDA_CHECK_PYTEST_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json
