@@ -119,3 +119,15 @@ void register_attention_kernels(PortableKernels& k) {
 YIRAGE_PORTABLE_KERNELS(register_attention_kernels)
 
 }  // namespace yirage
+
+#ifdef YIRAGE_WITH_CUDA
+// Until a native CUDA attention kernel exists, CUDA tensors take this portable path: correct, blockwise (no
+// Sq x Sk matrix), built from cuBLAS GEMMs and ATen elementwise kernels; the backend registry reports it as
+// "portable" at the CUDA key.
+namespace yirage {
+TORCH_LIBRARY_IMPL(yirage, CUDA, m) {
+  PortableKernels k(m, c10::DispatchKey::CUDA);
+  register_attention_kernels(k);
+}
+}  // namespace yirage
+#endif
