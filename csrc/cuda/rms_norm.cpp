@@ -1,7 +1,11 @@
-// CUDA glue for rms_norm: checks, device guard, current stream, row views (kernels/cuda/rms_norm.h).
+// CUDA glue for rms_norm, fused_add_rms_norm and rms_norm_backward: checks, device guard, current stream,
+// row views, the weight-gradient workspace (kernels/cuda/rms_norm.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <tuple>
 
 #include "common/cuda_launch.h"
 #include "common/rows.h"
@@ -11,29 +15,89 @@
 namespace yirage {
 namespace {
 
-at::Tensor rms_norm_cuda(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  const char* op = "rms_norm";
-  check_rms_norm(op, x, weight, eps);
+std::tuple<at::Tensor, at::Tensor> rms_norm_cuda_forward(const char* op, const at::Tensor& x,
+                                                         const at::Tensor* residual,
+                                                         const std::optional<at::Tensor>& weight, double eps) {
+  check_rms_norm(op, x, weight, eps, residual);
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return y;
+  at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  if (x.numel() == 0) return {y, h};
   const Rows xr = as_rows(x);
+  const Rows rr = residual ? as_rows(*residual) : Rows{};
   const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
   kernels::cuda::RmsNormForward p;
   p.x = xr.tensor.const_data_ptr();
   p.x_stride = xr.stride;
+  p.residual = residual ? rr.tensor.const_data_ptr() : nullptr;
+  p.residual_stride = rr.stride;
   p.weight = w.defined() ? w.const_data_ptr() : nullptr;
   p.out = y.data_ptr();
+  p.residual_out = residual ? h.data_ptr() : nullptr;
   p.cols = x.size(-1);
   p.rows = x.numel() / p.cols;
   p.eps = eps;
   p.dtype = cuda_kernel_dtype(op, x.scalar_type());
   check_launch(op, kernels::cuda::rms_norm_forward(p, current_stream()));
-  return y;
+  return {y, h};
+}
+
+at::Tensor rms_norm_cuda(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+  return std::get<0>(rms_norm_cuda_forward("rms_norm", x, nullptr, weight, eps));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_cuda(const at::Tensor& x, const at::Tensor& residual,
+                                                           const std::optional<at::Tensor>& weight, double eps) {
+  return rms_norm_cuda_forward("fused_add_rms_norm", x, &residual, weight, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cuda(const at::Tensor& grad_out, const at::Tensor& x,
+                                                          const std::optional<at::Tensor>& weight, double eps,
+                                                          const std::optional<at::Tensor>& grad_add,
+                                                          bool weight_grad) {
+  const char* op = "rms_norm_backward";
+  check_rms_norm_backward(grad_out, x, weight, eps, grad_add);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t cols = x.size(-1);
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) {
+    return {dx, weight_grad ? at::zeros({cols}, x.options()) : at::empty({0}, x.options())};
+  }
+  at::Tensor dw = at::empty({weight_grad ? cols : 0}, x.options());
+  const Rows xr = as_rows(x), gr = as_rows(grad_out);
+  const Rows ar = has(grad_add) ? as_rows(*grad_add) : Rows{};
+  const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
+  kernels::cuda::RmsNormBackward p;
+  p.grad_out = gr.tensor.const_data_ptr();
+  p.grad_out_stride = gr.stride;
+  p.x = xr.tensor.const_data_ptr();
+  p.x_stride = xr.stride;
+  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+  p.grad_add = has(grad_add) ? ar.tensor.const_data_ptr() : nullptr;
+  p.grad_add_stride = ar.stride;
+  p.grad_x = dx.data_ptr();
+  p.grad_weight = weight_grad ? dw.data_ptr() : nullptr;
+  p.rows = x.numel() / cols;
+  p.cols = cols;
+  p.eps = eps;
+  p.dtype = cuda_kernel_dtype(op, x.scalar_type());
+  // per-block partial sums of the weight gradient (fp32; fp64 for fp64), reduced by the kernel's second pass
+  at::Tensor workspace;
+  const int64_t ws = kernels::cuda::rms_norm_backward_workspace(p);
+  if (ws > 0) {
+    workspace = at::empty({ws}, x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+    p.workspace = workspace.data_ptr();
+  }
+  check_launch(op, kernels::cuda::rms_norm_backward(p, current_stream()));
+  return {dx, dw};
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(yirage, CUDA, m) { m.impl("rms_norm", &rms_norm_cuda); }
+TORCH_LIBRARY_IMPL(yirage, CUDA, m) {
+  m.impl("rms_norm", &rms_norm_cuda);
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_cuda);
+  m.impl("rms_norm_backward", &rms_norm_backward_cuda);
+}
 
 }  // namespace yirage
