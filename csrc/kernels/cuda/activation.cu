@@ -15,8 +15,9 @@
 //   silu(a)     = a * s, s = 1 / (1 + exp(-a)); silu'(a) = s * (1 + a * (1 - s)).
 //   gelu (erf)  = x * Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2 (erfc keeps the lower tail's relative
 //                 accuracy); gelu' = Phi(x) + x * exp(-x^2 / 2) / sqrt(2 pi).
-//   gelu (tanh) = x / 2 * (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3); its derivative as torch's
-//                 gelu_backward (tanh form).
+//   gelu (tanh) = x / 2 * (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * sigmoid(2u)
+//                 (no cancellation on the lower tail); the derivative s + x s (1 - s) (2u)' with a
+//                 sign-symmetric sigmoid (s(1 - s) = m / (1 + m)^2, m = e^-|2u|), torch's formula rewritten.
 // Non-finite inputs give what torch gives (act(-inf) = NaN, act(inf) = inf).
 #include "activation.h"
 #include "common.cuh"
@@ -28,8 +29,8 @@ __device__ __forceinline__ float act_exp(float v) { return expf(v); }
 __device__ __forceinline__ double act_exp(double v) { return exp(v); }
 __device__ __forceinline__ float act_erfc(float v) { return erfcf(v); }
 __device__ __forceinline__ double act_erfc(double v) { return erfc(v); }
-__device__ __forceinline__ float act_tanh(float v) { return tanhf(v); }
-__device__ __forceinline__ double act_tanh(double v) { return tanh(v); }
+__device__ __forceinline__ float act_abs(float v) { return fabsf(v); }
+__device__ __forceinline__ double act_abs(double v) { return fabs(v); }
 
 template <Activation K>
 struct ActMath;
@@ -66,21 +67,29 @@ struct ActMath<Activation::gelu> {
   }
 };
 
+// x/2 (1 + tanh(u)) = x * sigmoid(A), A = 2u = x (kA + kB x^2), kA = 2 sqrt(2/pi), kB = 0.044715 kA: no
+// cancellation on the lower tail (1 + tanh(u) would lose every digit below about x = -4), exact limits
 template <>
 struct ActMath<Activation::gelu_tanh> {
   template <typename A>
-  static __device__ __forceinline__ A f(A x) {
-    const A u = A(0.79788456080286535588) * (x + A(0.044715) * x * x * x);
-    return A(0.5) * x * (A(1) + act_tanh(u));
+  static __device__ __forceinline__ A big_a(A x) {
+    return x * (A(1.5957691216057307117) + A(0.071354816272336854) * x * x);
   }
   template <typename A>
+  static __device__ __forceinline__ A f(A x) {
+    return x / (A(1) + act_exp(-big_a(x)));
+  }
+  // with the sign-symmetric sigmoid s (m = e^-|A| never overflows): s(1 - s) = m / (1 + m)^2, and
+  // gelu' = s + x s (1 - s) A' (torch's tanh-form derivative rewritten)
+  template <typename A>
   static __device__ __forceinline__ void f_df(A x, A* f, A* df) {
-    const A kBeta = A(0.79788456080286535588), kKappa = A(0.044715);
-    const A x2 = x * x;
-    const A t = act_tanh(kBeta * (x + kKappa * x2 * x));
-    const A left = A(0.5) * x, right = A(1) + t;
-    *f = left * right;
-    *df = A(0.5) * right + left * (A(1) - t * t) * (kBeta * (A(1) + A(3) * kKappa * x2));
+    const A a = big_a(x);
+    const A m = act_exp(-act_abs(a));
+    const A inv = A(1) / (A(1) + m);
+    const A s = a < A(0) ? m * inv : inv;
+    const A da = A(1.5957691216057307117) + A(3 * 0.071354816272336854) * x * x;
+    *f = x * s;
+    *df = s + x * (m * inv * inv) * da;
   }
 };
 
