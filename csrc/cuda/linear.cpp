@@ -120,6 +120,18 @@ bool linear_cuda_lt(const char* opname, const at::Tensor& x2, const at::Tensor& 
                                                       sizeof(al_d)));
   YIRAGE_LT_TRY(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
                                                       sizeof(al_d)));
+  if (st != at::kFloat) {  // torch's setting for fp16/bf16 reductions in reduced precision / split-k
+    const at::CuBLASReductionOption red = st == at::kHalf ? at::globalContext().allowFP16ReductionCuBLAS()
+                                                          : at::globalContext().allowBF16ReductionCuBLAS();
+    uint32_t mask = CUBLASLT_REDUCTION_SCHEME_MASK;
+    if (red == at::CuBLASReductionOption::DisallowReducedPrecisionAllowSplitK) {
+      mask = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+    } else if (red == at::CuBLASReductionOption::DisallowReducedPrecisionDisallowSplitK) {
+      mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+    }
+    YIRAGE_LT_TRY(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask,
+                                                        sizeof(mask)));
+  }
   cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
@@ -132,6 +144,7 @@ bool linear_cuda_lt(const char* opname, const at::Tensor& x2, const at::Tensor& 
   const cublasStatus_t s =
       cublasLtMatmul(handle, ds.op, &one, w.const_data_ptr(), ds.a, x2.const_data_ptr(), ds.b, &zero, d, ds.c, d,
                      ds.c, &heur.algo, at::cuda::getCUDABlasLtWorkspace(), ws_size, current_stream());
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) return false;  // the cuBLAS path
   TORCH_CHECK(s == CUBLAS_STATUS_SUCCESS, "yirage.", opname, ": cuBLASLt matmul failed: ", cublasGetStatusString(s));
   return true;
 }
