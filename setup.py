@@ -27,7 +27,7 @@ ext = Extension(
     [os.path.relpath(s, ROOT) for s in cfg.write_translation_units(CSRC, with_cuda, os.path.join(ROOT, "build", "units"))],
     include_dirs=[CSRC] + cfg.cuda_include_dirs(with_cuda),
     extra_compile_args={"cxx": cfg.cxx_flags(with_cuda), "nvcc": cfg.nvcc_flags()},
-    extra_link_args=cfg.ld_flags(),
+    extra_link_args=cfg.ld_flags(with_cuda),
 )
 
 

@@ -167,8 +167,29 @@ def cuda_include_dirs(with_cuda: bool) -> list[str]:
     return out
 
 
-def ld_flags() -> list[str]:
-    return []
+def ld_flags(with_cuda: bool = False) -> list[str]:
+    """Linker flags: for a CUDA build, cuBLAS and cuBLASLt (the CUDA glue calls them directly). From the
+    toolkit when it has them, else torch's own nvidia wheel libraries (which torch has loaded already when
+    the library is imported)."""
+    if not with_cuda:
+        return []
+    import torch
+
+    if torch.version.cuda is None:  # ROCm: hipBLAS comes through torch's own libraries
+        return []
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME:
+        lib = os.path.join(CUDA_HOME, "lib64")
+        if os.path.exists(os.path.join(lib, "libcublasLt.so")) and os.path.exists(os.path.join(lib, "libcublas.so")):
+            return [f"-L{lib}", "-lcublasLt", "-lcublas"]
+    major = torch.version.cuda.split(".")[0]
+    for base in sys.path:
+        for sub in (f"cu{major}", "cublas"):
+            lib = os.path.join(base, "nvidia", sub, "lib")
+            if os.path.exists(os.path.join(lib, f"libcublasLt.so.{major}")):
+                return [f"-L{lib}", f"-l:libcublasLt.so.{major}", f"-l:libcublas.so.{major}"]
+    return ["-lcublasLt", "-lcublas"]
 
 
 def sources_hash(csrc: str) -> str:

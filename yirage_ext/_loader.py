@@ -102,7 +102,7 @@ def jit_config(csrc: str | None = None) -> dict:
         arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST", "") if with_cuda else "",
         cflags=cfg.cxx_flags(with_cuda),
         cuda_cflags=cfg.nvcc_flags() if with_cuda else [],
-        ldflags=cfg.ld_flags(),
+        ldflags=cfg.ld_flags(with_cuda),
         sources=cfg.sources_hash(csrc),
         csrc=csrc,
     )

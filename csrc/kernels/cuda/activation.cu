@@ -1,0 +1,280 @@
+// silu_and_mul, gelu_and_mul, gelu and their backward ops on CUDA.
+//
+// Strategy: one grid-stride elementwise pass over "units" of the rows x cols output: a unit is V
+// consecutive output elements of one row (V = 16 bytes / element size on the vector path, 1 on the scalar
+// path), so an index maps to (row, column) with one division (32-bit when the unit count fits) and
+// rows may be `stride` elements apart (non-contiguous leading dims, padded rows). The gated forward reads
+// the a and b halves of a row side by side (two 16-byte loads) and writes one vector; the gated backward
+// writes both halves of grad_x, g*b*act'(a) and g*act(a), in the same pass. Math in fp32 (fp64 for fp64),
+// rounded once to the output dtype.
+// Vector path: every pointer 16-byte aligned, and either one row (a contiguous gelu: the glue passes it
+// as a single row of numel elements; the last unit may be partial, handled element by element) or rows
+// whose length and strides are multiples of V (gated: cols % V == 0 so the b half is aligned too).
+// Anything else takes the scalar path (V = 1): any alignment, any length.
+// Math (what torch's CUDA kernels compute):
+//   silu(a)     = a * s, s = 1 / (1 + exp(-a)); silu'(a) = s * (1 + a * (1 - s)).
+//   gelu (erf)  = x * Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2 (erfc keeps the lower tail's relative
+//                 accuracy); gelu' = Phi(x) + x * exp(-x^2 / 2) / sqrt(2 pi).
+//   gelu (tanh) = x / 2 * (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * sigmoid(2u)
+//                 (no cancellation on the lower tail); the derivative s + x s (1 - s) (2u)' with a
+//                 sign-symmetric sigmoid (s(1 - s) = m / (1 + m)^2, m = e^-|2u|), torch's formula rewritten.
+// Non-finite inputs give what torch gives (act(-inf) = NaN, act(inf) = inf).
+#include "activation.h"
+#include "common.cuh"
+
+namespace yirage::kernels::cuda {
+namespace {
+
+__device__ __forceinline__ float act_exp(float v) { return expf(v); }
+__device__ __forceinline__ double act_exp(double v) { return exp(v); }
+__device__ __forceinline__ float act_erfc(float v) { return erfcf(v); }
+__device__ __forceinline__ double act_erfc(double v) { return erfc(v); }
+__device__ __forceinline__ float act_abs(float v) { return fabsf(v); }
+__device__ __forceinline__ double act_abs(double v) { return fabs(v); }
+
+template <Activation K>
+struct ActMath;
+
+template <>
+struct ActMath<Activation::silu> {
+  template <typename A>
+  static __device__ __forceinline__ A f(A a) {
+    return a / (A(1) + act_exp(-a));
+  }
+  template <typename A>
+  static __device__ __forceinline__ void f_df(A a, A* f, A* df) {
+    const A s = A(1) / (A(1) + act_exp(-a));
+    *f = a * s;
+    *df = s * (A(1) + a * (A(1) - s));
+  }
+};
+
+template <>
+struct ActMath<Activation::gelu> {
+  template <typename A>
+  static __device__ __forceinline__ A cdf(A x) {
+    return A(0.5) * act_erfc(x * A(-0.70710678118654752440));
+  }
+  template <typename A>
+  static __device__ __forceinline__ A f(A x) {
+    return x * cdf(x);
+  }
+  template <typename A>
+  static __device__ __forceinline__ void f_df(A x, A* f, A* df) {
+    const A c = cdf(x);
+    *f = x * c;
+    *df = c + x * act_exp(A(-0.5) * x * x) * A(0.39894228040143267794);
+  }
+};
+
+// x/2 (1 + tanh(u)) = x * sigmoid(A), A = 2u = x (kA + kB x^2), kA = 2 sqrt(2/pi), kB = 0.044715 kA: no
+// cancellation on the lower tail (1 + tanh(u) would lose every digit below about x = -4), exact limits
+template <>
+struct ActMath<Activation::gelu_tanh> {
+  template <typename A>
+  static __device__ __forceinline__ A big_a(A x) {
+    return x * (A(1.5957691216057307117) + A(0.071354816272336854) * x * x);
+  }
+  template <typename A>
+  static __device__ __forceinline__ A f(A x) {
+    return x / (A(1) + act_exp(-big_a(x)));
+  }
+  // with the sign-symmetric sigmoid s (m = e^-|A| never overflows): s(1 - s) = m / (1 + m)^2, and
+  // gelu' = s + x s (1 - s) A' (torch's tanh-form derivative rewritten)
+  template <typename A>
+  static __device__ __forceinline__ void f_df(A x, A* f, A* df) {
+    const A a = big_a(x);
+    const A m = act_exp(-act_abs(a));
+    const A inv = A(1) / (A(1) + m);
+    const A s = a < A(0) ? m * inv : inv;
+    const A da = A(1.5957691216057307117) + A(3 * 0.071354816272336854) * x * x;
+    *f = x * s;
+    *df = s + x * (m * inv * inv) * da;
+  }
+};
+
+// The unit index u as (row, first column): `upr` units per row.
+__device__ __forceinline__ void act_unit(int64_t u, int64_t upr, bool small, int64_t* row, int64_t* col) {
+  if (small) {
+    const uint32_t r = uint32_t(u) / uint32_t(upr);
+    *row = r;
+    *col = int64_t(uint32_t(u) - r * uint32_t(upr));
+  } else {
+    *row = u / upr;
+    *col = u - *row * upr;
+  }
+}
+
+template <typename T, int V, Activation K, bool GATED>
+__global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total) {
+  using A = acc_t<T>;
+  using M = ActMath<K>;
+  const bool small = total <= int64_t(0xffffffff);
+  const T* x = static_cast<const T*>(p.x);
+  T* out = static_cast<T*>(p.out);
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < total; u += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row, c;
+    act_unit(u, upr, small, &row, &c);
+    c *= V;
+    const T* xr = x + row * p.x_stride + c;
+    T* yr = out + row * p.cols + c;
+    if (V > 1 && c + V <= p.cols) {
+      const Vec<T, V> a = load_vec<T, V>(xr);
+      Vec<T, V> o;
+      if constexpr (GATED) {
+        const Vec<T, V> b = load_vec<T, V>(xr + p.cols);
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(to_acc(a.v[j])) * to_acc(b.v[j]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(to_acc(a.v[j])));
+      }
+      store_vec<T, V>(yr, o);
+    } else {
+      const int n = int(p.cols - c < V ? p.cols - c : V);
+      for (int j = 0; j < n; ++j) {
+        A f = M::f(to_acc(xr[j]));
+        if constexpr (GATED) f *= to_acc(xr[p.cols + j]);
+        yr[j] = from_acc<T>(f);
+      }
+    }
+  }
+}
+
+template <typename T, int V, Activation K, bool GATED>
+__global__ void act_bwd_kernel(ActivationBackward p, int64_t upr, int64_t total) {
+  using A = acc_t<T>;
+  using M = ActMath<K>;
+  const bool small = total <= int64_t(0xffffffff);
+  const T* x = static_cast<const T*>(p.x);
+  const T* g = static_cast<const T*>(p.grad_out);
+  T* dx = static_cast<T*>(p.grad_x);
+  const int64_t dx_stride = GATED ? 2 * p.cols : p.cols;
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < total; u += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row, c;
+    act_unit(u, upr, small, &row, &c);
+    c *= V;
+    const T* xr = x + row * p.x_stride + c;
+    const T* gr = g + row * p.grad_out_stride + c;
+    T* dr = dx + row * dx_stride + c;
+    if (V > 1 && c + V <= p.cols) {
+      const Vec<T, V> a = load_vec<T, V>(xr), gv = load_vec<T, V>(gr);
+      Vec<T, V> da;
+      if constexpr (GATED) {
+        const Vec<T, V> b = load_vec<T, V>(xr + p.cols);
+        Vec<T, V> db;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          A f, df;
+          M::f_df(to_acc(a.v[j]), &f, &df);
+          const A gj = to_acc(gv.v[j]);
+          da.v[j] = from_acc<T>(gj * to_acc(b.v[j]) * df);
+          db.v[j] = from_acc<T>(gj * f);
+        }
+        store_vec<T, V>(dr + p.cols, db);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          A f, df;
+          M::f_df(to_acc(a.v[j]), &f, &df);
+          da.v[j] = from_acc<T>(to_acc(gv.v[j]) * df);
+        }
+      }
+      store_vec<T, V>(dr, da);
+    } else {
+      const int n = int(p.cols - c < V ? p.cols - c : V);
+      for (int j = 0; j < n; ++j) {
+        A f, df;
+        M::f_df(to_acc(xr[j]), &f, &df);
+        const A gj = to_acc(gr[j]);
+        if constexpr (GATED) {
+          dr[j] = from_acc<T>(gj * to_acc(xr[p.cols + j]) * df);
+          dr[p.cols + j] = from_acc<T>(gj * f);
+        } else {
+          dr[j] = from_acc<T>(gj * df);
+        }
+      }
+    }
+  }
+}
+
+constexpr int kActThreads = 256;
+
+// Units per row and the grid for `rows` rows of `cols` elements, V per unit.
+struct ActGrid {
+  int64_t upr = 0, total = 0;
+  unsigned blocks = 0;
+};
+
+ActGrid act_grid(int64_t rows, int64_t cols, int v) {
+  ActGrid g;
+  g.upr = (cols + v - 1) / v;
+  g.total = rows * g.upr;
+  const int64_t blocks = (g.total + kActThreads - 1) / kActThreads;
+  g.blocks = unsigned(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  return g;
+}
+
+// Rows start 16-byte aligned and hold whole vectors (or there is one row: its tail is done per element).
+bool act_rows_vec(int64_t rows, int64_t cols, int64_t stride, int v) {
+  return rows == 1 || (cols % v == 0 && stride % v == 0);
+}
+
+template <typename T, int V, bool GATED>
+cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
+  const ActGrid g = act_grid(p.rows, p.cols, V);
+  switch (p.act) {
+    case Activation::silu: act_fwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::gelu: act_fwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::gelu_tanh: act_fwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return launch_status();
+}
+
+template <typename T, int V, bool GATED>
+cudaError_t act_bwd_launch(const ActivationBackward& p, cudaStream_t stream) {
+  const ActGrid g = act_grid(p.rows, p.cols, V);
+  switch (p.act) {
+    case Activation::silu: act_bwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::gelu: act_bwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::gelu_tanh: act_bwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return launch_status();
+}
+
+template <typename T>
+cudaError_t act_forward_typed(const ActivationForward& p, cudaStream_t stream) {
+  constexpr int V = kVec<T>;
+  const bool vec = aligned(p.x, 16) && aligned(p.out, 16) && act_rows_vec(p.rows, p.cols, p.x_stride, V) &&
+                   (!p.gated || p.cols % V == 0);
+  if (p.gated) return vec ? act_fwd_launch<T, V, true>(p, stream) : act_fwd_launch<T, 1, true>(p, stream);
+  return vec ? act_fwd_launch<T, V, false>(p, stream) : act_fwd_launch<T, 1, false>(p, stream);
+}
+
+template <typename T>
+cudaError_t act_backward_typed(const ActivationBackward& p, cudaStream_t stream) {
+  constexpr int V = kVec<T>;
+  const bool vec = aligned(p.x, 16) && aligned(p.grad_out, 16) && aligned(p.grad_x, 16) &&
+                   act_rows_vec(p.rows, p.cols, p.x_stride, V) && act_rows_vec(p.rows, p.cols, p.grad_out_stride, V) &&
+                   (!p.gated || p.cols % V == 0);
+  if (p.gated) return vec ? act_bwd_launch<T, V, true>(p, stream) : act_bwd_launch<T, 1, true>(p, stream);
+  return vec ? act_bwd_launch<T, V, false>(p, stream) : act_bwd_launch<T, 1, false>(p, stream);
+}
+
+}  // namespace
+
+cudaError_t activation_forward(const ActivationForward& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.cols <= 0) return cudaSuccess;
+  YIRAGE_CUDA_DISPATCH(p.dtype, T, return act_forward_typed<T>(p, stream));
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t activation_backward(const ActivationBackward& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.cols <= 0) return cudaSuccess;
+  YIRAGE_CUDA_DISPATCH(p.dtype, T, return act_backward_typed<T>(p, stream));
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace yirage::kernels::cuda
