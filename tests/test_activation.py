@@ -236,7 +236,8 @@ def test_gradient_with_strided_and_broadcast_grad(device):
     for op in GATED:
         x.grad = None
         op(x).sum().backward()  # an expanded (stride-0) upstream gradient
-        assert_grad_close(x.grad, reference_grads(op.ref, [x], [torch.ones(8, 129, device=device)])[0], torch.float32, op.name)
+        ref = reference_grads(op.ref, [x], [torch.ones(8, 129, device=device)])[0]
+        assert_grad_close(x.grad, ref, torch.float32, op.name)
     x.grad = None
     OPS.gelu(x, "none").sum().backward()
     ref = reference_grads(lambda t: gelu_ref(t, "none"), [x], [torch.ones(8, 2 * 129, device=device)])[0]
@@ -291,7 +292,8 @@ def test_compile_fullgraph_no_recompile(device):
         out = compiled(x)
         assert_close(out, model_ref(x), torch.float32)
         out.sum().backward()
-        assert_grad_close(x.grad, reference_grads(model_ref, [x], [torch.ones(batch, d, device=device)])[0], torch.float32, "dx")
+        ref = reference_grads(model_ref, [x], [torch.ones(batch, d, device=device)])[0]
+        assert_grad_close(x.grad, ref, torch.float32, "dx")
     assert counter.frame_count == 1, f"recompiled across shapes: {counter.frame_count} frames"
 
 

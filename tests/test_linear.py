@@ -162,7 +162,8 @@ def test_gradient_subsets_and_broadcast_grad(device):
     for wanted in ((True, False, False), (False, True, False), (False, False, True)):
         x, w, b = (t.clone().requires_grad_(r) for t, r in zip((inp.x, inp.weight, inp.bias), wanted))
         OPS.linear(x, w, b, "silu").sum().backward()
-        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "silu"), [x, w, b], [torch.ones(8, 3, 24, device=device)])
+        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "silu"), [x, w, b],
+                              [torch.ones(8, 3, 24, device=device)])
         for t, r, want in zip((x, w, b), wanted, ref):
             assert (t.grad is not None) == r
             if r:
