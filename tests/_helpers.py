@@ -50,3 +50,17 @@ def run_python(code=None, args=(), timeout=300, cwd=None):
     cmd = [sys.executable] + (["-c", code] if code is not None else []) + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or tempfile.gettempdir(),
                           env=env)
+
+
+def unaligned(t):
+    """A contiguous copy of `t` whose data starts one element past an aligned address (storage offset 1), so
+    its data pointer is not 16-byte aligned: kernels that load vectors must take their unaligned path."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    out = buf[1:].view(t.shape)
+    out.copy_(t)
+    return out
+
+
+def device_of(target):
+    """The device a `target` fixture value runs on: "cuda" for the CUDA kernels, "cpu" for a CPU variant."""
+    return "cuda" if target == "cuda" else "cpu"

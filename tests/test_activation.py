@@ -13,7 +13,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import activation_inputs
 from yirage_ext.testing.reference import assert_close, gelu_and_mul_ref, gelu_ref, silu_and_mul_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, device_of, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -98,7 +98,7 @@ SPECIAL = [-math.inf, math.inf, math.nan, -100.0, -20.0, -5.5, -1.3, -0.0, 0.0, 
 def test_nonfinite_and_large_inputs_match_torch(target, dtype):
     """inf/-inf/NaN and |x| up to 100 (3e4 = a large fp16): values and gradients as torch's F functions (gated
     ops) and the float64 formula (gelu) give them: NaN at act(-inf) and for every derivative at +-inf."""
-    a = torch.tensor(SPECIAL, dtype=dtype)
+    a = torch.tensor(SPECIAL, dtype=dtype, device=device_of(target))
     # row 0: special values in the activated half; row 1: in the multiplied half
     x = torch.stack([torch.cat([a, torch.full_like(a, 1.5)]), torch.cat([torch.full_like(a, 1.5), a])])
     for op in GATED:
@@ -124,6 +124,7 @@ def test_fp32_gelu_accuracy(target):
     lower tail down to -5.5 (where 1 + erf(x/sqrt 2) would have lost every digit), tiny absolute error
     below (Phi(x) < 2e-8 there)."""
     x = torch.cat([torch.linspace(-8, 8, 400_001), torch.logspace(-30, 0.5, 2000), -torch.logspace(-30, 0.5, 2000)])
+    x = x.to(device_of(target))
     for approximate in APPROX:
         ref = gelu_ref(x, approximate)
         err = (OPS.gelu(x, approximate).double() - ref).abs()
@@ -146,6 +147,33 @@ def test_leading_dims_and_many_rows(device, dtype, shape):
         assert_close(OPS.gelu(x, approximate), gelu_ref(x, approximate), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,d", [(3, 100003), (2, 131072)])
+def test_long_rows(device, dtype, rows, d):
+    x = activation_inputs((rows, 2 * d), dtype, seed=10)
+    for op in GATED:
+        assert_close(op(x), op.ref(x), dtype, msg=op.name)
+    assert_close(OPS.gelu(x, "tanh"), gelu_ref(x, "tanh"), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,d", [(3, 3), (5, 769), (2, 2048)])
+def test_unaligned_inputs(device, dtype, rows, d):
+    # x and the gradients start one element past an aligned address: vector loads may not assume alignment
+    x = unaligned(activation_inputs((rows, 2 * d), dtype, seed=11))
+    g = unaligned(torch.randn(rows, d).to(dtype=dtype, device=x.device))
+    gx = unaligned(torch.randn(rows, 2 * d).to(dtype=dtype, device=x.device))
+    assert x.data_ptr() % 16 != 0 and g.data_ptr() % 16 != 0
+    for op in GATED:
+        assert_close(op(x), op.ref(x), dtype, msg=op.name)
+        ref = reference_grads(op.ref, [x.clone().requires_grad_()], [g])[0]
+        assert_grad_close(op.backward(g, x), ref, dtype, "d" + op.name)
+    for approximate in APPROX:
+        assert_close(OPS.gelu(x, approximate), gelu_ref(x, approximate), dtype)
+        ref = reference_grads(lambda t: gelu_ref(t, approximate), [x.clone().requires_grad_()], [gx])[0]
+        assert_grad_close(OPS.gelu_backward(gx, x, approximate), ref, dtype, "dgelu")
+
+
 @pytest.mark.parametrize("layout", ["strided", "broadcast", "transposed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_noncontiguous_inputs(target, layout, dtype):
@@ -166,15 +194,15 @@ def test_noncontiguous_inputs(target, layout, dtype):
     assert_close(OPS.gelu(col, "tanh"), gelu_ref(col, "tanh"), dtype)
 
 
-def test_empty():
+def test_empty(device):
     for shape in [(0, 8), (4, 0), (0,)]:
-        x = torch.randn(shape)
+        x = torch.randn(shape, device=device)
         want = (*shape[:-1], shape[-1] // 2)
         for op in GATED:
             assert op(x).shape == want
-            assert op.backward(torch.randn(want), x).shape == x.shape
+            assert op.backward(torch.randn(want, device=device), x).shape == x.shape
     for shape in [(0,), (3, 0), (0, 5)]:
-        x = torch.randn(shape)
+        x = torch.randn(shape, device=device)
         assert OPS.gelu(x, "none").shape == x.shape
         assert OPS.gelu_backward(x, x, "tanh").shape == x.shape
 
@@ -186,7 +214,7 @@ def test_empty():
 @pytest.mark.parametrize("op", GATED, ids=GATED_IDS)
 def test_gated_gradients(target, dtype, rows, d, op):
     x = activation_inputs((rows, 2 * d), dtype, seed=5).requires_grad_()
-    g = torch.randn(rows, d).to(dtype)
+    g = torch.randn(rows, d).to(dtype=dtype, device=x.device)
     op(x).backward(g)
     assert x.grad.dtype == dtype and x.grad.shape == x.shape
     assert_grad_close(x.grad, reference_grads(op.ref, [x], [g])[0], dtype, "dx")
@@ -197,27 +225,28 @@ def test_gated_gradients(target, dtype, rows, d, op):
 @pytest.mark.parametrize("approximate", APPROX)
 def test_gelu_gradients(target, dtype, shape, approximate):
     x = activation_inputs(shape, dtype, seed=6).requires_grad_()
-    g = torch.randn(shape).to(dtype)
+    g = torch.randn(shape).to(dtype=dtype, device=x.device)
     OPS.gelu(x, approximate).backward(g)
     ref = reference_grads(lambda t: gelu_ref(t, approximate), [x], [g])[0]
     assert_grad_close(x.grad, ref, dtype, "dx")
 
 
-def test_gradient_with_strided_and_broadcast_grad():
+def test_gradient_with_strided_and_broadcast_grad(device):
     x = activation_inputs((8, 2 * 129), torch.float32, layout="strided", seed=7).requires_grad_()
     for op in GATED:
         x.grad = None
         op(x).sum().backward()  # an expanded (stride-0) upstream gradient
-        assert_grad_close(x.grad, reference_grads(op.ref, [x], [torch.ones(8, 129)])[0], torch.float32, op.name)
+        ref = reference_grads(op.ref, [x], [torch.ones(8, 129, device=device)])[0]
+        assert_grad_close(x.grad, ref, torch.float32, op.name)
     x.grad = None
     OPS.gelu(x, "none").sum().backward()
-    ref = reference_grads(lambda t: gelu_ref(t, "none"), [x], [torch.ones(8, 2 * 129)])[0]
+    ref = reference_grads(lambda t: gelu_ref(t, "none"), [x], [torch.ones(8, 2 * 129, device=device)])[0]
     assert_grad_close(x.grad, ref, torch.float32, "gelu")
 
 
-def test_gradcheck_and_gradgradcheck():
+def test_gradcheck_and_gradgradcheck(device):
     # double backward runs through the backward ops' Autograd kernels (differentiable ATen composites)
-    x = (torch.randn(3, 2 * 7, dtype=torch.float64) * 2).requires_grad_()
+    x = (torch.randn(3, 2 * 7, dtype=torch.float64, device=device) * 2).requires_grad_()
     for op in GATED:
         assert torch.autograd.gradcheck(op, (x,))
         assert torch.autograd.gradgradcheck(op, (x,))
@@ -228,24 +257,24 @@ def test_gradcheck_and_gradgradcheck():
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     # each case checks silu_and_mul, one gelu_and_mul and one gelu variant (alternating approximate), with
     # their backward ops
     cases = [((3, 8), torch.float32, "none"), ((2, 3, 2 * 69), torch.bfloat16, "tanh"), ((6,), torch.float64, "none")]
     for shape, dtype, approximate in cases:
         x = activation_inputs(shape, dtype, seed=8).requires_grad_(requires_grad)
-        g = torch.randn(*shape[:-1], shape[-1] // 2).to(dtype).requires_grad_(requires_grad)
+        g = torch.randn(*shape[:-1], shape[-1] // 2).to(dtype=dtype, device=device).requires_grad_(requires_grad)
         for op in (GATED[0], GATED[1] if approximate == "none" else GATED[2]):
             fwd, bwd = op.ops
             opcheck(fwd.default, (x, *op.extra))
             opcheck(bwd.default, (g, x, *op.extra))
-        gx = torch.randn(shape).to(dtype).requires_grad_(requires_grad)
+        gx = torch.randn(shape).to(dtype=dtype, device=device).requires_grad_(requires_grad)
         opcheck(OPS.gelu.default, (x, approximate))
         opcheck(OPS.gelu_backward.default, (gx, x, approximate))
-    opcheck(OPS.gelu.default, (torch.tensor(0.5, requires_grad=requires_grad), "tanh"))
+    opcheck(OPS.gelu.default, (torch.tensor(0.5, device=device, requires_grad=requires_grad), "tanh"))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     def model(x):
@@ -263,7 +292,8 @@ def test_compile_fullgraph_no_recompile():
         out = compiled(x)
         assert_close(out, model_ref(x), torch.float32)
         out.sum().backward()
-        assert_grad_close(x.grad, reference_grads(model_ref, [x], [torch.ones(batch, d)])[0], torch.float32, "dx")
+        ref = reference_grads(model_ref, [x], [torch.ones(batch, d, device=device)])[0]
+        assert_grad_close(x.grad, ref, torch.float32, "dx")
     assert counter.frame_count == 1, f"recompiled across shapes: {counter.frame_count} frames"
 
 

@@ -9,7 +9,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import layer_norm_inputs
 from yirage_ext.testing.reference import assert_close, layer_norm_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -34,9 +34,9 @@ def test_matches_torch_layer_norm():
                                F.layer_norm(inp.x, (100,), inp.weight, inp.bias, 1e-5))
 
 
-def test_large_offset_is_stable():
+def test_large_offset_is_stable(device):
     # a mean of 1e4 with unit spread: E[x^2] - E[x]^2 in fp32 would lose every digit; two passes do not
-    x = torch.randn(8, 1024) + 1e4
+    x = torch.randn(8, 1024, device=device) + 1e4
     assert_close(OPS.layer_norm(x, None, None, 1e-5), layer_norm_ref(x, None, None, 1e-5), torch.float32)
 
 
@@ -48,21 +48,45 @@ def test_leading_dims_and_many_rows(device, dtype, shape):
                  layer_norm_ref(inp.x, inp.weight, inp.bias, inp.eps), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", [(3, 100003), (2, 262144)])
+def test_long_rows(device, dtype, rows, hidden):
+    inp = layer_norm_inputs((rows, hidden), dtype, seed=8)
+    assert_close(OPS.layer_norm(inp.x, inp.weight, inp.bias, inp.eps),
+                 layer_norm_ref(inp.x, inp.weight, inp.bias, inp.eps), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", [(3, 8), (5, 769), (2, 4096)])
+def test_unaligned_inputs(device, dtype, rows, hidden):
+    # every operand starts one element past an aligned address: no 16-byte vector load may assume alignment
+    inp = layer_norm_inputs((rows, hidden), dtype, seed=9)
+    x, w, b = unaligned(inp.x), unaligned(inp.weight), unaligned(inp.bias)
+    assert x.data_ptr() % 16 != 0 and w.data_ptr() % 16 != 0
+    assert_close(OPS.layer_norm(x, w, b, inp.eps), layer_norm_ref(x, w, b, inp.eps), dtype)
+    g = unaligned(torch.randn(rows, hidden).to(dtype=dtype, device=x.device))
+    dx, dw, db = OPS.layer_norm_backward(g, x, w, inp.eps, True, True)
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, inp.eps),
+                          [t.clone().requires_grad_() for t in (x, w, b)], [g])
+    for got, want, what in zip((dx, dw, db), ref, ("dx", "dweight", "dbias")):
+        assert_grad_close(got, want, dtype, what)
+
+
 @pytest.mark.parametrize("layout", ["strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_noncontiguous_inputs(target, layout, dtype):
     inp = layer_norm_inputs((4, 6, 769), dtype, layout=layout, seed=3)
     assert not inp.x.is_contiguous()
-    w = (torch.rand(2 * 769) + 0.5).to(dtype)[::2]
+    w = (torch.rand(2 * 769) + 0.5).to(dtype=dtype, device=inp.x.device)[::2]
     y = OPS.layer_norm(inp.x, w, inp.bias, inp.eps)
     assert y.is_contiguous()
     assert_close(y, layer_norm_ref(inp.x, w, inp.bias, inp.eps), dtype)
 
 
 @pytest.mark.parametrize("shape", [(0, 768), (4, 0), (0,)])
-def test_empty(shape):
-    x = torch.randn(shape)
-    w, b = torch.rand(shape[-1]), torch.rand(shape[-1])
+def test_empty(device, shape):
+    x = torch.randn(shape, device=device)
+    w, b = torch.rand(shape[-1], device=device), torch.rand(shape[-1], device=device)
     assert OPS.layer_norm(x, w, b, 1e-5).shape == x.shape
     dx, dw, db = OPS.layer_norm_backward(x, x, w, 1e-5, True, True)
     assert dx.shape == x.shape and dw.shape == w.shape and db.shape == b.shape
@@ -77,7 +101,7 @@ def test_gradients(target, dtype, rows, hidden, affine):
     x = inp.x.clone().requires_grad_()
     w = inp.weight.clone().requires_grad_() if affine != "none" else None
     b = inp.bias.clone().requires_grad_() if affine != "none" else None
-    g = torch.randn(rows, hidden).to(dtype)
+    g = torch.randn(rows, hidden).to(dtype=dtype, device=x.device)
     OPS.layer_norm(x, w, b, inp.eps).backward(g)
     ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, inp.eps), [x, w, b], [g])
     assert_grad_close(x.grad, ref[0], dtype, "dx")
@@ -86,25 +110,32 @@ def test_gradients(target, dtype, rows, hidden, affine):
         assert_grad_close(b.grad, ref[2], dtype, "dbias")
 
 
-def test_gradient_with_strided_and_broadcast_grad():
+def test_gradient_with_strided_and_broadcast_grad(device):
     inp = layer_norm_inputs((8, 129), torch.float32, seed=5)
     x, w, b = (t.clone().requires_grad_() for t in (inp.x, inp.weight, inp.bias))
     OPS.layer_norm(x, w, b, 1e-5).sum().backward()  # an expanded (stride-0) upstream gradient
-    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5), [x, w, b], [torch.ones(8, 129)])
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5), [x, w, b],
+                          [torch.ones(8, 129, device=device)])
     for got, want, what in zip((x.grad, w.grad, b.grad), ref, ("dx", "dweight", "dbias")):
         assert_grad_close(got, want, torch.float32, what)
+    x.grad = w.grad = b.grad = None
+    g = torch.randn(129, 8, device=device).t()  # a non-contiguous upstream gradient
+    OPS.layer_norm(x, w, b, 1e-5).backward(g)
+    ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5), [x, w, b], [g])
+    for got, want, what in zip((x.grad, w.grad, b.grad), ref, ("dx", "dweight", "dbias")):
+        assert_grad_close(got, want, torch.float32, what + " (strided grad)")
 
 
-def test_gradcheck():
-    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
-    w = (torch.rand(7, dtype=torch.float64) + 0.5).requires_grad_()
-    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
+def test_gradcheck(device):
+    x = torch.randn(3, 7, dtype=torch.float64, device=device, requires_grad=True)
+    w = (torch.rand(7, dtype=torch.float64, device=device) + 0.5).requires_grad_()
+    b = torch.randn(7, dtype=torch.float64, device=device, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, c, d: OPS.layer_norm(a, c, d, 1e-5), (x, w, b))
     assert torch.autograd.gradcheck(lambda a: OPS.layer_norm(a, None, None, 1e-5), (x,))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     for shape, dtype in [((3, 8), torch.float32), ((2, 3, 769), torch.bfloat16), ((5,), torch.float64)]:
         inp = layer_norm_inputs(shape, dtype, seed=6)
         x, w, b = (t.clone().requires_grad_(requires_grad) for t in (inp.x, inp.weight, inp.bias))
@@ -115,20 +146,22 @@ def test_opcheck(requires_grad):
             opcheck(OPS.layer_norm_backward.default, (x.clone(), x, None, inp.eps, False, False))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(lambda x, w, b: OPS.layer_norm(x, w, b, 1e-5) * 2.0, backend=counter,
                              fullgraph=True, dynamic=True)
-    w, b = (torch.rand(96) + 0.5).requires_grad_(), torch.randn(96, requires_grad=True)
+    w = (torch.rand(96, device=device) + 0.5).requires_grad_()
+    b = torch.randn(96, device=device, requires_grad=True)
     for batch in (2, 3, 7):
-        x = (torch.randn(batch, 96) + 1.0).requires_grad_()
+        x = (torch.randn(batch, 96, device=device) + 1.0).requires_grad_()
         out = compiled(x, w, b)
         assert_close(out, layer_norm_ref(x, w, b, 1e-5) * 2.0, torch.float32)
         out.sum().backward()
-        ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5) * 2.0, [x, w, b], [torch.ones(batch, 96)])
+        ref = reference_grads(lambda a, c, d: layer_norm_ref(a, c, d, 1e-5) * 2.0, [x, w, b],
+                              [torch.ones(batch, 96, device=device)])
         assert_grad_close(x.grad, ref[0], torch.float32, "dx")
         w.grad = b.grad = None
     assert counter.frame_count == 1, f"recompiled across batch sizes: {counter.frame_count} frames"

@@ -9,7 +9,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import linear_inputs
 from yirage_ext.testing.reference import ACTIVATIONS, activation_ref, assert_close, assert_gemm_close, linear_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -42,7 +42,7 @@ def test_matches_torch(act):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("act", ["none", "gelu", "silu"])
-def test_decode_shapes(dtype, act):
+def test_decode_shapes(device, dtype, act):
     # one token (M = 1) and a few (M = 16) through a wide layer
     for m in (1, 16):
         inp = linear_inputs((m, 2048), 1536, dtype, seed=m)
@@ -52,7 +52,7 @@ def test_decode_shapes(dtype, act):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("x_shape", [(2, 3, 96), (4, 1, 5, 64), (96,), (1, 1, 40)])
-def test_leading_dims(dtype, x_shape):
+def test_leading_dims(device, dtype, x_shape):
     inp = linear_inputs(x_shape, 50, dtype, seed=2)
     y = OPS.linear(inp.x, inp.weight, inp.bias, "gelu_tanh")
     assert y.shape == (*x_shape[:-1], 50)
@@ -71,44 +71,61 @@ def test_noncontiguous_inputs(target, layout, dtype, act):
     assert_gemm_close(y, linear_ref(inp.x, inp.weight, inp.bias, act), 96, dtype)
 
 
-def test_broadcast_weight_and_bias():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("act", ["none", "gelu_tanh", "silu"])
+@pytest.mark.parametrize("m,k,n", [(3, 5, 7), (37, 129, 65)])
+def test_unaligned_inputs(device, dtype, act, m, k, n):
+    # x, weight, bias and the gradient start one element past an aligned address (as a view at offset 1 does)
+    inp = linear_inputs((m, k), n, dtype, seed=12)
+    x, w, b = (unaligned(t).requires_grad_() for t in (inp.x, inp.weight, inp.bias))
+    assert x.data_ptr() % 16 != 0 and w.data_ptr() % 16 != 0 and b.data_ptr() % 16 != 0
+    y = OPS.linear(x, w, b, act)
+    assert_gemm_close(y, linear_ref(x, w, b, act), k, dtype)
+    g = unaligned(torch.randn(m, n).to(dtype=dtype, device=device))
+    y.backward(g)
+    ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, act), [x, w, b], [g])
+    for got, want, what in zip((x.grad, w.grad, b.grad), ref, ("dx", "dweight", "dbias")):
+        assert_grad_close(got, want, dtype, what)
+
+
+def test_broadcast_weight_and_bias(device):
     # stride-0 weight rows and bias (expanded views), and a bias slice with stride 2
-    x = torch.randn(7, 64)
-    w = (torch.randn(1, 64) / 8).expand(30, 64)
-    for b in (torch.randn(1).expand(30), torch.randn(60)[::2]):
+    x = torch.randn(7, 64, device=device)
+    w = (torch.randn(1, 64, device=device) / 8).expand(30, 64)
+    for b in (torch.randn(1, device=device).expand(30), torch.randn(60, device=device)[::2]):
         assert_gemm_close(OPS.linear(x, w, b, "gelu"), linear_ref(x, w, b, "gelu"), 64, torch.float32)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_activation_edges(dtype, act):
+def test_activation_edges(device, dtype, act):
     # K = 0: z is exactly the bias, so this checks the epilogue's activation against the float64 one on
     # special and large values (NaN and infinities included: gelu/silu of -inf are NaN, as in torch)
     special = [0.0, 1e-3, -1e-3, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, 5.5, -5.5, 12.0, -12.0, 30.0, -30.0, 100.0, -100.0,
                float("inf"), float("-inf"), float("nan")]
-    b = torch.tensor(special, dtype=torch.float64).to(dtype)
-    x, w = torch.randn(3, 0, dtype=dtype), torch.randn(len(special), 0, dtype=dtype)
+    b = torch.tensor(special, dtype=torch.float64).to(dtype=dtype, device=device)
+    x, w = torch.randn(3, 0, dtype=dtype, device=device), torch.randn(len(special), 0, dtype=dtype, device=device)
     y = OPS.linear(x, w, b, act)
     assert_close(y, activation_ref(b.double(), act).expand(3, -1), dtype)
     # the derivative: grad_bias = sum over rows of act'(z)
     b = b[:-3].clone().requires_grad_()  # finite values
     OPS.linear(x, w[:-3], b, act).sum().backward()
-    ref = reference_grads(lambda c: activation_ref(c, act), [b], [torch.full((len(b),), 3.0)])
+    ref = reference_grads(lambda c: activation_ref(c, act), [b], [torch.full((len(b),), 3.0, device=device)])
     assert_grad_close(b.grad, ref[0], dtype, "dbias")
 
 
 @pytest.mark.parametrize("x_shape,n", [((0, 5), 4), ((3, 5), 0), ((3, 0), 4), ((2, 0, 5), 4), ((0,), 3)])
 @pytest.mark.parametrize("act", ["none", "gelu"])
-def test_empty(x_shape, n, act):
-    x = torch.randn(x_shape)
-    w = torch.randn(n, x_shape[-1])
-    b = torch.randn(n)
+def test_empty(device, x_shape, n, act):
+    x = torch.randn(x_shape, device=device)
+    w = torch.randn(n, x_shape[-1], device=device)
+    b = torch.randn(n, device=device)
     y = OPS.linear(x, w, b, act)
     assert y.shape == (*x_shape[:-1], n)
     assert_close(y, linear_ref(x, w, b, act), torch.float32)  # K = 0: act(bias) on every row
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
     OPS.linear(xg, wg, bg, act).sum().backward()
-    ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, act), [xg, wg, bg], [torch.ones(y.shape)])
+    ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, act), [xg, wg, bg], [torch.ones(y.shape, device=device)])
     for got, want in zip((xg.grad, wg.grad, bg.grad), ref):
         assert got.shape == want.shape
         if want.numel() > 0:  # zeros where a sum over no rows or no features
@@ -124,7 +141,7 @@ def test_gradients(target, dtype, act, x_shape, n):
         x, w = inp.x.clone().requires_grad_(), inp.weight.clone().requires_grad_()
         b = inp.bias.clone().requires_grad_() if with_bias else None
         y = OPS.linear(x, w, b, act)
-        g = torch.randn(y.shape).to(dtype)
+        g = torch.randn(y.shape).to(dtype=dtype, device=y.device)
         y.backward(g)
         if act == "relu":
             # relu' jumps at 0: take the mask from our forward (z rounded near 0 may land on either side, and
@@ -139,23 +156,24 @@ def test_gradients(target, dtype, act, x_shape, n):
             assert_grad_close(b.grad, ref[2], dtype, "dbias")
 
 
-def test_gradient_subsets_and_broadcast_grad():
+def test_gradient_subsets_and_broadcast_grad(device):
     # only some inputs require grad; the upstream gradient is an expanded (stride-0) tensor
     inp = linear_inputs((8, 3, 40), 24, torch.float32, seed=5)
     for wanted in ((True, False, False), (False, True, False), (False, False, True)):
         x, w, b = (t.clone().requires_grad_(r) for t, r in zip((inp.x, inp.weight, inp.bias), wanted))
         OPS.linear(x, w, b, "silu").sum().backward()
-        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "silu"), [x, w, b], [torch.ones(8, 3, 24)])
+        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "silu"), [x, w, b],
+                              [torch.ones(8, 3, 24, device=device)])
         for t, r, want in zip((x, w, b), wanted, ref):
             assert (t.grad is not None) == r
             if r:
                 assert_grad_close(t.grad, want, torch.float32, "grad")
 
 
-def test_backward_op_flags():
+def test_backward_op_flags(device):
     inp = linear_inputs((6, 40), 24, torch.float32, seed=6)
     out, pre = OPS.linear_forward(inp.x, inp.weight, inp.bias, "gelu")
-    g = torch.randn(6, 24)
+    g = torch.randn(6, 24, device=device)
     dx, dw, db = OPS.linear_backward(g, inp.x, inp.weight, pre, "gelu", False, True, False)
     assert dx.shape == (0,) and dw.shape == (24, 40) and db.shape == (0,)
     ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "gelu"),
@@ -170,7 +188,7 @@ def test_backward_op_flags():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("m,k,n", [(64, 512, 1024), (700, 300, 96)])
-def test_forward_op_saves_pre(dtype, act, m, k, n):
+def test_forward_op_saves_pre(device, dtype, act, m, k, n):
     # products this size are split over threads (by columns, then by rows): each block writes its part of z
     inp = linear_inputs((m, k), n, dtype, seed=11)
     out, pre = OPS.linear_forward(inp.x, inp.weight, inp.bias, act)
@@ -181,17 +199,17 @@ def test_forward_op_saves_pre(dtype, act, m, k, n):
         assert pre.shape == (0,)
 
 
-def test_gradcheck():
-    x = torch.randn(3, 2, 7, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+def test_gradcheck(device):
+    x = torch.randn(3, 2, 7, dtype=torch.float64, device=device, requires_grad=True)
+    w = torch.randn(5, 7, dtype=torch.float64, device=device, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, device=device, requires_grad=True)
     for act in ACTIVATIONS:
         assert torch.autograd.gradcheck(lambda p, q, r: OPS.linear(p, q, r, act), (x, w, b))
         assert torch.autograd.gradcheck(lambda p, q: OPS.linear(p, q, None, act), (x, w))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     cases = [((3, 8), 5, torch.float32, "gelu"), ((2, 3, 40), 24, torch.bfloat16, "silu"),
              ((5,), 6, torch.float64, "relu"), ((4, 33), 20, torch.float16, "gelu_tanh"), ((2, 8), 3, torch.float32, "none")]
     for x_shape, n, dtype, act in cases:
@@ -202,12 +220,12 @@ def test_opcheck(requires_grad):
         if not requires_grad:
             opcheck(OPS.linear_forward.default, (x, w, b, act))
             out, pre = OPS.linear_forward(x, w, b, act)
-            g = torch.randn(out.shape).to(dtype)
+            g = torch.randn(out.shape).to(dtype=dtype, device=device)
             opcheck(OPS.linear_backward.default, (g, x, w, saved_for(act, out, pre), act, True, True, True))
             opcheck(OPS.linear_backward.default, (g, x, w, saved_for(act, out, pre), act, False, True, False))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
@@ -217,11 +235,12 @@ def test_compile_fullgraph_no_recompile():
     inp = linear_inputs((1, 48), 40, torch.float32, seed=8)
     w, b = inp.weight.clone().requires_grad_(), inp.bias.clone().requires_grad_()
     for batch in (2, 3, 7):
-        x = torch.randn(batch, 5, 48, requires_grad=True)
+        x = torch.randn(batch, 5, 48, device=device, requires_grad=True)
         out = compiled(x, w, b)
         assert_gemm_close(out, linear_ref(x, w, b, "gelu") * 2.0, 48, torch.float32)
         out.sum().backward()
-        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "gelu") * 2.0, [x, w, b], [torch.ones(batch, 5, 40)])
+        ref = reference_grads(lambda p, q, r: linear_ref(p, q, r, "gelu") * 2.0, [x, w, b],
+                              [torch.ones(batch, 5, 40, device=device)])
         for got, want, what in zip((x.grad, w.grad, b.grad), ref, ("dx", "dweight", "dbias")):
             assert_grad_close(got, want, torch.float32, what)
         w.grad = b.grad = None

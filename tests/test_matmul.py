@@ -7,7 +7,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import matmul_inputs
 from yirage_ext.testing.reference import assert_gemm_close, matmul_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -38,7 +38,7 @@ BATCHES = [((4, 50, 70), (70, 40)), ((4, 50, 70), (4, 70, 40)), ((50, 70), (3, 7
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("a_shape,b_shape", BATCHES)
-def test_batch_broadcast(dtype, a_shape, b_shape):
+def test_batch_broadcast(device, dtype, a_shape, b_shape):
     inp = matmul_inputs(a_shape, b_shape, dtype, seed=2)
     y = OPS.matmul(inp.a, inp.b)
     ref = matmul_ref(inp.a, inp.b)
@@ -49,7 +49,7 @@ def test_batch_broadcast(dtype, a_shape, b_shape):
 @pytest.mark.parametrize("layout", ["transposed", "strided", "broadcast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("a_shape,b_shape", [((3, 40, 96), (3, 96, 50)), ((3, 200, 96), (96, 150))])
-def test_noncontiguous_inputs(layout, dtype, a_shape, b_shape):
+def test_noncontiguous_inputs(device, layout, dtype, a_shape, b_shape):
     inp = matmul_inputs(a_shape, b_shape, dtype, layout=layout, seed=3)
     assert not inp.a.is_contiguous()
     y = OPS.matmul(inp.a, inp.b)
@@ -57,14 +57,31 @@ def test_noncontiguous_inputs(layout, dtype, a_shape, b_shape):
     assert_gemm_close(y, matmul_ref(inp.a, inp.b), a_shape[-1], dtype)
 
 
-def test_mixed_layouts():
+def test_mixed_layouts(device):
     # a transposed, b with padded rows, and a column-major b with a stride-0 batch
     k = 64
-    a = torch.randn(3, k, 20).mT
-    b = torch.randn(k, 30 + 5)[:, :30] / 8
+    a = torch.randn(3, k, 20, device=device).mT
+    b = torch.randn(k, 30 + 5, device=device)[:, :30] / 8
     assert_gemm_close(OPS.matmul(a, b), matmul_ref(a, b), k, torch.float32)
-    b2 = (torch.randn(30, k) / 8).t().expand(3, k, 30)
+    b2 = (torch.randn(30, k, device=device) / 8).t().expand(3, k, 30)
     assert_gemm_close(OPS.matmul(a, b2), matmul_ref(a, b2), k, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 5), (5, 7)), ((37, 129), (129, 65)), ((2, 33, 64), (64, 17))])
+def test_unaligned_inputs(device, dtype, a_shape, b_shape):
+    # a, b and the gradient start one element past an aligned address (as a view at offset 1 does)
+    inp = matmul_inputs(a_shape, b_shape, dtype, seed=8)
+    a, b = unaligned(inp.a), unaligned(inp.b)
+    assert a.data_ptr() % 16 != 0 and b.data_ptr() % 16 != 0
+    assert_gemm_close(OPS.matmul(a, b), matmul_ref(a, b), a_shape[-1], dtype)
+    a, b = a.requires_grad_(), b.requires_grad_()  # still the unaligned views: the backward reads them
+    y = OPS.matmul(a, b)
+    g = unaligned(torch.randn(y.shape).to(dtype=dtype, device=device))
+    y.backward(g)
+    ref = reference_grads(matmul_ref, [a, b], [g])
+    assert_grad_close(a.grad, ref[0], dtype, "da")
+    assert_grad_close(b.grad, ref[1], dtype, "db")
 
 
 def test_broadcast_is_not_materialized():
@@ -79,8 +96,8 @@ def test_broadcast_is_not_materialized():
 
 @pytest.mark.parametrize("a_shape,b_shape", [((0, 5), (5, 4)), ((3, 5), (5, 0)), ((3, 0), (0, 4)),
                                              ((0, 3, 5), (5, 4)), ((2, 3, 0), (1, 0, 4))])
-def test_empty(a_shape, b_shape):
-    a, b = torch.randn(a_shape), torch.randn(b_shape)
+def test_empty(device, a_shape, b_shape):
+    a, b = torch.randn(a_shape, device=device), torch.randn(b_shape, device=device)
     y = OPS.matmul(a, b)
     assert y.shape == torch.matmul(a, b).shape
     assert torch.count_nonzero(y) == 0  # K = 0: zeros
@@ -93,11 +110,11 @@ def test_empty(a_shape, b_shape):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 1), (1, 1)), ((37, 65), (65, 19)), ((2, 1, 9, 33), (3, 33, 17)),
                                              ((4, 30, 20), (20, 10)), ((20, 30), (4, 30, 10))])
-def test_gradients(dtype, a_shape, b_shape):
+def test_gradients(device, dtype, a_shape, b_shape):
     inp = matmul_inputs(a_shape, b_shape, dtype, seed=5)
     a, b = inp.a.clone().requires_grad_(), inp.b.clone().requires_grad_()
     y = OPS.matmul(a, b)
-    g = torch.randn(y.shape).to(dtype)
+    g = torch.randn(y.shape).to(dtype=dtype, device=device)
     y.backward(g)
     ref = reference_grads(matmul_ref, [a, b], [g])
     assert a.grad.shape == a.shape and b.grad.shape == b.shape
@@ -105,35 +122,35 @@ def test_gradients(dtype, a_shape, b_shape):
     assert_grad_close(b.grad, ref[1], dtype, "db")
 
 
-def test_gradcheck():
+def test_gradcheck(device):
     for a_shape, b_shape in [((3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((2, 3, 4), (4, 2)), ((3, 4), (2, 4, 5))]:
-        a = torch.randn(a_shape, dtype=torch.float64, requires_grad=True)
-        b = torch.randn(b_shape, dtype=torch.float64, requires_grad=True)
+        a = torch.randn(a_shape, dtype=torch.float64, device=device, requires_grad=True)
+        b = torch.randn(b_shape, dtype=torch.float64, device=device, requires_grad=True)
         assert torch.autograd.gradcheck(OPS.matmul, (a, b))
         assert torch.autograd.gradgradcheck(OPS.matmul, (a, b))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     for a_shape, b_shape, dtype in [((3, 8), (8, 5), torch.float32), ((2, 1, 3, 8), (3, 8, 5), torch.bfloat16),
                                     ((4, 5, 6), (6, 7), torch.float64), ((3, 40, 33), (3, 33, 20), torch.float16)]:
         inp = matmul_inputs(a_shape, b_shape, dtype, seed=6)
         opcheck(OPS.matmul.default, (inp.a.requires_grad_(requires_grad), inp.b.requires_grad_(requires_grad)))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(lambda a, b: OPS.matmul(a, b) * 2.0, backend=counter, fullgraph=True, dynamic=True)
-    b = (torch.randn(3, 32, 24) / 6).requires_grad_()
+    b = (torch.randn(3, 32, 24, device=device) / 6).requires_grad_()
     for m in (2, 5, 9):
-        a = torch.randn(3, m, 32, requires_grad=True)
+        a = torch.randn(3, m, 32, device=device, requires_grad=True)
         out = compiled(a, b)
         assert_gemm_close(out, matmul_ref(a, b) * 2.0, 32, torch.float32)
         out.sum().backward()
-        ref = reference_grads(lambda x, y: matmul_ref(x, y) * 2.0, [a, b], [torch.ones(3, m, 24)])
+        ref = reference_grads(lambda x, y: matmul_ref(x, y) * 2.0, [a, b], [torch.ones(3, m, 24, device=device)])
         assert_grad_close(a.grad, ref[0], torch.float32, "da")
         assert_grad_close(b.grad, ref[1], torch.float32, "db")
         b.grad = None

@@ -14,7 +14,7 @@ import yirage_ext
 from yirage_ext.testing.inputs import rms_norm_inputs
 from yirage_ext.testing.reference import assert_close, fused_add_rms_norm_ref, rms_norm_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -64,15 +64,43 @@ def test_more_than_65535_rows(device, dtype):
     assert_close(y, fused_add_rms_norm_ref(inp.x, inp.residual, inp.weight, inp.eps)[0], dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", [(3, 100003), (2, 262144)])
+def test_long_rows(device, dtype, rows, hidden):
+    inp = rms_norm_inputs((rows, hidden), dtype, seed=13)
+    assert_close(OPS.rms_norm(inp.x, inp.weight, inp.eps), rms_norm_ref(inp.x, inp.weight, inp.eps), dtype)
+    y, _ = OPS.fused_add_rms_norm(inp.x, inp.residual, inp.weight, inp.eps)
+    assert_close(y, fused_add_rms_norm_ref(inp.x, inp.residual, inp.weight, inp.eps)[0], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,hidden", [(3, 8), (5, 769), (2, 4096)])
+def test_unaligned_inputs(device, dtype, rows, hidden):
+    # every operand starts one element past an aligned address: no 16-byte vector load may assume alignment
+    inp = rms_norm_inputs((rows, hidden), dtype, seed=14)
+    x, r, w = unaligned(inp.x), unaligned(inp.residual), unaligned(inp.weight)
+    assert x.data_ptr() % 16 != 0 and w.data_ptr() % 16 != 0
+    assert_close(OPS.rms_norm(x, w, inp.eps), rms_norm_ref(x, w, inp.eps), dtype)
+    y, h = OPS.fused_add_rms_norm(x, r, w, inp.eps)
+    assert torch.equal(h, x + r)
+    assert_close(y, fused_add_rms_norm_ref(x, r, w, inp.eps)[0], dtype)
+    g = unaligned(torch.randn(rows, hidden).to(dtype=dtype, device=x.device))
+    dx, dw = OPS.rms_norm_backward(g, x, w, inp.eps, None, True)
+    ref = reference_grads(lambda a, b: rms_norm_ref(a, b, inp.eps), [x.clone().requires_grad_(),
+                                                                    w.clone().requires_grad_()], [g])
+    assert_grad_close(dx, ref[0], dtype, "dx")
+    assert_grad_close(dw, ref[1], dtype, "dweight")
+
+
 @pytest.mark.parametrize("eps", [0.0, 1e-6, 1e-2, 3.0])
-def test_eps(eps):
+def test_eps(device, eps):
     inp = rms_norm_inputs((4, 33), torch.float32, eps=eps, seed=3)
     assert_close(OPS.rms_norm(inp.x, inp.weight, eps), rms_norm_ref(inp.x, inp.weight, eps), torch.float32)
 
 
-def test_large_values_do_not_overflow_in_fp16():
+def test_large_values_do_not_overflow_in_fp16(device):
     # squares of 300 overflow fp16 (max 65504): the kernel must square in fp32
-    x = torch.full((2, 64), 300.0, dtype=torch.float16)
+    x = torch.full((2, 64), 300.0, dtype=torch.float16, device=device)
     x[1] = -200.0
     assert_close(OPS.rms_norm(x, None, 1e-6), rms_norm_ref(x, None, 1e-6), torch.float16)
 
@@ -82,7 +110,7 @@ def test_large_values_do_not_overflow_in_fp16():
 def test_noncontiguous_inputs(target, layout, dtype):
     inp = rms_norm_inputs((4, 6, 769), dtype, layout=layout, seed=4)
     assert not inp.x.is_contiguous() and not inp.residual.is_contiguous()
-    w_wide = torch.rand(2 * 769, dtype=dtype) + 0.5
+    w_wide = torch.rand(2 * 769, dtype=dtype, device=inp.x.device) + 0.5
     w = w_wide[::2]  # a strided weight
     y = OPS.rms_norm(inp.x, w, inp.eps)
     assert y.is_contiguous()
@@ -93,18 +121,18 @@ def test_noncontiguous_inputs(target, layout, dtype):
     assert_close(y2, fused_add_rms_norm_ref(inp.x, inp.residual, w, inp.eps)[0], dtype)
 
 
-def test_transposed_input():
+def test_transposed_input(device):
     # the last dim is not contiguous at all: the glue copies, the answer must not change
-    x = torch.randn(64, 48).t()
-    w = torch.rand(64) + 0.5
+    x = torch.randn(64, 48, device=device).t()
+    w = torch.rand(64, device=device) + 0.5
     assert x.stride(-1) != 1
     assert_close(OPS.rms_norm(x, w, 1e-6), rms_norm_ref(x, w, 1e-6), torch.float32)
 
 
 @pytest.mark.parametrize("shape", [(0, 768), (4, 0), (2, 0, 16), (0,)])
-def test_empty(shape):
-    x = torch.randn(shape)
-    w = torch.rand(shape[-1])
+def test_empty(device, shape):
+    x = torch.randn(shape, device=device)
+    w = torch.rand(shape[-1], device=device)
     y = OPS.rms_norm(x, w, 1e-6)
     assert y.shape == x.shape
     y2, h = OPS.fused_add_rms_norm(x, x.clone(), w, 1e-6)
@@ -124,7 +152,7 @@ def test_rms_norm_gradients(target, dtype, rows, hidden, with_weight):
     inp = rms_norm_inputs((rows, hidden), dtype, seed=5)
     x = inp.x.clone().requires_grad_()
     w = inp.weight.clone().requires_grad_() if with_weight else None
-    g = torch.randn(rows, hidden).to(dtype)
+    g = torch.randn(rows, hidden).to(dtype=dtype, device=x.device)
     OPS.rms_norm(x, w, inp.eps).backward(g)
     ref = reference_grads(lambda a, b: rms_norm_ref(a, b, inp.eps), [x, w], [g])
     assert_grad_close(x.grad, ref[0], dtype, "dx")
@@ -151,11 +179,11 @@ def test_fused_add_rms_norm_gradients(target, dtype, used):
         assert_grad_close(w.grad, ref[2], dtype, "dweight")
 
 
-def test_backward_with_strided_grad_out():
+def test_backward_with_strided_grad_out(device):
     inp = rms_norm_inputs((8, 129), torch.float32, seed=7)
     x, w = inp.x.clone().requires_grad_(), inp.weight.clone().requires_grad_()
     y = OPS.rms_norm(x, w, 1e-6)
-    g = torch.randn(129, 8).t()  # non-contiguous upstream gradient
+    g = torch.randn(129, 8, device=device).t()  # non-contiguous upstream gradient
     y.backward(g)
     ref = reference_grads(lambda a, b: rms_norm_ref(a, b, 1e-6), [x, w], [g])
     assert_grad_close(x.grad, ref[0], torch.float32, "dx")
@@ -163,13 +191,13 @@ def test_backward_with_strided_grad_out():
     # broadcast gradient: y.sum() backward sends an expanded (stride-0) tensor of ones
     x.grad = w.grad = None
     OPS.rms_norm(x, w, 1e-6).sum().backward()
-    ref = reference_grads(lambda a, b: rms_norm_ref(a, b, 1e-6), [x, w], [torch.ones(8, 129)])
+    ref = reference_grads(lambda a, b: rms_norm_ref(a, b, 1e-6), [x, w], [torch.ones(8, 129, device=device)])
     assert_grad_close(x.grad, ref[0], torch.float32, "dx (sum)")
 
 
-def test_backward_op_grad_add_and_no_weight_grad():
+def test_backward_op_grad_add_and_no_weight_grad(device):
     inp = rms_norm_inputs((5, 40), torch.float32, seed=8)
-    g, extra = torch.randn(5, 40), torch.randn(5, 40)
+    g, extra = torch.randn(5, 40, device=device), torch.randn(5, 40, device=device)
     dx, dw = OPS.rms_norm_backward(g, inp.x, inp.weight, 1e-6, extra, False)
     assert dw.shape == (0,)
     ref = reference_grads(lambda a, b: rms_norm_ref(a, b, 1e-6), [inp.x.requires_grad_(), inp.weight], [g])
@@ -177,10 +205,10 @@ def test_backward_op_grad_add_and_no_weight_grad():
 
 
 @pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
-def test_gradcheck(with_weight):
-    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
-    r = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
-    w = (torch.rand(7, dtype=torch.float64) + 0.5).requires_grad_() if with_weight else None
+def test_gradcheck(device, with_weight):
+    x = torch.randn(3, 7, dtype=torch.float64, device=device, requires_grad=True)
+    r = torch.randn(3, 7, dtype=torch.float64, device=device, requires_grad=True)
+    w = (torch.rand(7, dtype=torch.float64, device=device) + 0.5).requires_grad_() if with_weight else None
     assert torch.autograd.gradcheck(lambda a, b: OPS.rms_norm(a, b, 1e-5), (x, w))
     assert torch.autograd.gradcheck(lambda a, b, c: OPS.fused_add_rms_norm(a, b, c, 1e-5), (x, r, w))
 
@@ -199,7 +227,7 @@ def opcheck_samples(requires_grad):
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     for x, r, w, eps in opcheck_samples(requires_grad):
         opcheck(OPS.rms_norm.default, (x, w, eps))
         opcheck(OPS.rms_norm.default, (x, None, eps))
@@ -207,7 +235,7 @@ def test_opcheck(requires_grad):
         opcheck(OPS.fused_add_rms_norm.default, (x, r, None, eps))
 
 
-def test_opcheck_backward_op():
+def test_opcheck_backward_op(device):
     for x, r, w, eps in opcheck_samples(False):
         opcheck(OPS.rms_norm_backward.default, (r, x, w, eps, None, True))
         opcheck(OPS.rms_norm_backward.default, (r, x, None, eps, x.clone(), False))
@@ -226,16 +254,16 @@ def block_ref(x, r, w):
     return rms_norm_ref(y.to(x.dtype) * 2.0, w, 1e-6) + h
 
 
-def test_compile_fullgraph_no_recompile_across_batch_sizes():
+def test_compile_fullgraph_no_recompile_across_batch_sizes(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(block, backend=counter, fullgraph=True, dynamic=True)
-    w = (torch.rand(96) + 0.5).requires_grad_()
+    w = (torch.rand(96, device=device) + 0.5).requires_grad_()
     for batch in (2, 3, 7, 16):
-        x = torch.randn(batch, 5, 96, requires_grad=True)
-        r = torch.randn(batch, 5, 96)
+        x = torch.randn(batch, 5, 96, device=device, requires_grad=True)
+        r = torch.randn(batch, 5, 96, device=device)
         out = compiled(x, r, w)
         assert_close(out, block_ref(x, r, w), torch.float32)
         out.sum().backward()

@@ -8,7 +8,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import rotary_embedding_inputs, rotary_tables
 from yirage_ext.testing.reference import assert_close, rotary_embedding_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -50,7 +50,7 @@ def test_forward_values(target, dtype, interleaved, case):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
 @MODES
-def test_float32_tables_with_half_inputs(dtype, interleaved):
+def test_float32_tables_with_half_inputs(device, dtype, interleaved):
     # long positions: fp32 tables keep angles a half-precision table would round (the reference uses them as given)
     inp = rotary_embedding_inputs((2, 300, 4, 64), kv_heads=2, dtype=dtype, cos_dtype=torch.float32,
                                   per_sequence=True, seed=1)
@@ -59,13 +59,14 @@ def test_float32_tables_with_half_inputs(dtype, interleaved):
     ref_q, ref_k = rotary_embedding_ref(inp.q, inp.k, inp.cos, inp.sin, interleaved)
     assert_close(out_q, ref_q, dtype)
     assert_close(out_k, ref_k, dtype)
-    (dq, dk, dcos, dsin), ref = rope_grads(inp, interleaved, [torch.randn(inp.q.shape).to(dtype), None])
+    gq = torch.randn(inp.q.shape).to(dtype=dtype, device=device)
+    (dq, dk, dcos, dsin), ref = rope_grads(inp, interleaved, [gq, None])
     assert dcos.dtype == torch.float32 and dsin.dtype == torch.float32 and dk is None
     for got, want, what in zip((dq, dcos, dsin), (ref[0], ref[2], ref[3]), ("dq", "dcos", "dsin")):
         assert_grad_close(got, want, dtype, what)
 
 
-def test_matches_complex_multiplication():
+def test_matches_complex_multiplication(device):
     # an independent statement: gpt-j pairs are complex numbers times e^(i theta); neox is gpt-j on the
     # features reordered (0, R/2, 1, R/2 + 1, ...)
     inp = rotary_embedding_inputs((2, 11, 3, 16), kv_heads=1, dtype=torch.float64, per_sequence=True, seed=2)
@@ -73,7 +74,7 @@ def test_matches_complex_multiplication():
     for x, got in zip((inp.q, inp.k), OPS.rotary_embedding(inp.q, inp.k, inp.cos, inp.sin, True)):
         want = torch.view_as_real(torch.view_as_complex(x.reshape(*x.shape[:-1], 8, 2).contiguous()) * rot)
         torch.testing.assert_close(got, want.flatten(-2))
-    order = torch.arange(16).reshape(2, 8).t().flatten()  # neox feature order as gpt-j pairs
+    order = torch.arange(16, device=device).reshape(2, 8).t().flatten()  # neox feature order as gpt-j pairs
     gptj_q, gptj_k = OPS.rotary_embedding(inp.q[..., order], inp.k[..., order], inp.cos, inp.sin, True)
     neox_q, neox_k = OPS.rotary_embedding(inp.q, inp.k, inp.cos, inp.sin, False)
     torch.testing.assert_close(neox_q[..., order], gptj_q)
@@ -120,9 +121,30 @@ def test_noncontiguous_inputs(target, layout, dtype, interleaved):
     assert ("aten::clone" in aten_ops_called(run)) == (layout == "broadcast")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@MODES
+@pytest.mark.parametrize("case", [(3, 2, 1, 8, 8), (5, 3, 1, 65, 34), (4, 2, 2, 128, 128)], ids=case_id)
+def test_unaligned_inputs(device, dtype, interleaved, case):
+    # q, k, cos, sin and the gradients start one element past an aligned address: no vector load may assume
+    # alignment
+    s, hq, hk, d, r = case
+    inp = rotary_embedding_inputs((s, hq, d), kv_heads=hk, rot_dim=r, dtype=dtype, seed=21)
+    q, k, cos, sin = (unaligned(t) for t in (inp.q, inp.k, inp.cos, inp.sin))
+    assert q.data_ptr() % 16 != 0 and cos.data_ptr() % 16 != 0
+    for got, want in zip(OPS.rotary_embedding(q, k, cos, sin, interleaved),
+                         rotary_embedding_ref(q, k, cos, sin, interleaved)):
+        assert_close(got, want, dtype)
+    gq, gk = (unaligned(torch.randn(t.shape).to(dtype=dtype, device=t.device)) for t in (q, k))
+    got = OPS.rotary_embedding_backward(gq, gk, q, k, cos, sin, interleaved, True)
+    ref = reference_grads(lambda *a: rotary_embedding_ref(*a, interleaved),
+                          [t.clone().requires_grad_() for t in (q, k, cos, sin)], [gq, gk])
+    for g, w, what in zip(got, ref, ("dq", "dk", "dcos", "dsin")):
+        assert_grad_close(g, w, dtype, what)
+
+
 @pytest.mark.parametrize("table", ["rows_of_full_table", "stride0_positions", "transposed"])
 @MODES
-def test_strided_tables(table, interleaved):
+def test_strided_tables(device, table, interleaved):
     inp = rotary_embedding_inputs((9, 3, 32), dtype=torch.float32, seed=7)
     if table == "rows_of_full_table":  # the first half of a Hugging Face style (S, R) table
         cos, sin = (torch.cat((t, t), -1)[:, :16] for t in (inp.cos, inp.sin))
@@ -136,9 +158,9 @@ def test_strided_tables(table, interleaved):
         assert_close(got, want, torch.float32)
 
 
-def test_rot_dim_zero_copies():
-    q, k = torch.randn(3, 2, 5), torch.randn(3, 1, 5)
-    cos = sin = torch.empty(3, 0)
+def test_rot_dim_zero_copies(device):
+    q, k = torch.randn(3, 2, 5, device=device), torch.randn(3, 1, 5, device=device)
+    cos = sin = torch.empty(3, 0, device=device)
     out_q, out_k = OPS.rotary_embedding(q, k, cos, sin)
     assert torch.equal(out_q, q) and torch.equal(out_k, k) and out_q.data_ptr() != q.data_ptr()
 
@@ -146,9 +168,9 @@ def test_rot_dim_zero_copies():
 @pytest.mark.parametrize("q_shape,k_shape,half", [((0, 2, 8), (0, 2, 8), 4), ((4, 0, 8), (4, 0, 8), 4),
                                                   ((0, 3, 2, 8), (0, 3, 1, 8), 4), ((3, 2, 0), (3, 2, 0), 0)],
                          ids=["S0", "H0", "batch0", "D0"])
-def test_empty(q_shape, k_shape, half):
-    q, k = torch.randn(q_shape), torch.randn(k_shape)
-    cos, sin = torch.rand(q_shape[-3], half), torch.rand(q_shape[-3], half)
+def test_empty(device, q_shape, k_shape, half):
+    q, k = torch.randn(q_shape, device=device), torch.randn(k_shape, device=device)
+    cos, sin = torch.rand(q_shape[-3], half, device=device), torch.rand(q_shape[-3], half, device=device)
     out_q, out_k = OPS.rotary_embedding(q, k, cos, sin)
     assert out_q.shape == q.shape and out_k.shape == k.shape
     dq, dk, dcos, dsin = OPS.rotary_embedding_backward(q, k, q, k, cos, sin, False, True)
@@ -156,7 +178,7 @@ def test_empty(q_shape, k_shape, half):
     assert torch.count_nonzero(dcos) == 0 and torch.count_nonzero(dsin) == 0
 
 
-def test_empty_heads_rotates_the_other_input():
+def test_empty_heads_rotates_the_other_input(device):
     inp = rotary_embedding_inputs((5, 3, 8), seed=8)
     q0 = inp.q[:, :0]
     out_q, out_k = OPS.rotary_embedding(q0, inp.k, inp.cos, inp.sin)
@@ -177,7 +199,7 @@ def test_gradients(target, dtype, interleaved, case, lead, per_sequence):
     inp = rotary_embedding_inputs((*lead, s, hq, d), kv_heads=hk, rot_dim=r, dtype=dtype, per_sequence=per_sequence,
                                   seed=9)
     gen = torch.Generator().manual_seed(10)
-    grads = [torch.randn(inp.q.shape, generator=gen).to(dtype), torch.randn(inp.k.shape, generator=gen).to(dtype)]
+    grads = [torch.randn(t.shape, generator=gen).to(dtype=dtype, device=t.device) for t in (inp.q, inp.k)]
     got, ref = rope_grads(inp, interleaved, grads)
     for g, w, what in zip(got, ref, ("dq", "dk", "dcos", "dsin")):
         assert g.dtype == dtype and g.shape == w.shape
@@ -186,9 +208,9 @@ def test_gradients(target, dtype, interleaved, case, lead, per_sequence):
 
 @pytest.mark.parametrize("used", ["q", "k"])
 @MODES
-def test_gradients_one_output_used(used, interleaved):
+def test_gradients_one_output_used(device, used, interleaved):
     inp = rotary_embedding_inputs((2, 6, 4, 24), kv_heads=2, rot_dim=16, per_sequence=True, seed=11)
-    g = torch.randn(inp.q.shape if used == "q" else inp.k.shape)
+    g = torch.randn(inp.q.shape if used == "q" else inp.k.shape, device=device)
     got, ref = rope_grads(inp, interleaved, [g, None] if used == "q" else [None, g])
     unused = 1 if used == "q" else 0
     assert got[unused] is None and ref[unused] is None
@@ -196,20 +218,20 @@ def test_gradients_one_output_used(used, interleaved):
         assert_grad_close(got[i], ref[i], torch.float32, what)
 
 
-def test_gradients_fixed_tables_and_expanded_grad():
+def test_gradients_fixed_tables_and_expanded_grad(device):
     # cos/sin without grad (the usual training case); .sum() sends a stride-0 upstream gradient
     inp = rotary_embedding_inputs((4, 5, 3, 40), kv_heads=1, rot_dim=24, seed=12)
     q, k = inp.q.clone().requires_grad_(), inp.k.clone().requires_grad_()
     out_q, out_k = OPS.rotary_embedding(q, k, inp.cos, inp.sin, False)
     (out_q.sum() + out_k.sum()).backward()
     ref = reference_grads(lambda a, b: rotary_embedding_ref(a, b, inp.cos, inp.sin), [q, k],
-                          [torch.ones(q.shape), torch.ones(k.shape)])
+                          [torch.ones(q.shape, device=device), torch.ones(k.shape, device=device)])
     assert_grad_close(q.grad, ref[0], torch.float32, "dq")
     assert_grad_close(k.grad, ref[1], torch.float32, "dk")
 
 
 @MODES
-def test_gradcheck(interleaved):
+def test_gradcheck(device, interleaved):
     inp = rotary_embedding_inputs((2, 3, 2, 7), kv_heads=1, rot_dim=4, dtype=torch.float64, per_sequence=True,
                                   seed=13)
     leaves = [t.clone().requires_grad_() for t in (inp.q, inp.k, inp.cos, inp.sin)]
@@ -230,7 +252,7 @@ def opcheck_samples():
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     for inp, interleaved in opcheck_samples():
         q, k, cos, sin = (t.clone().requires_grad_(requires_grad) for t in (inp.q, inp.k, inp.cos, inp.sin))
         opcheck(OPS.rotary_embedding.default, (q, k, cos, sin, interleaved))
@@ -242,7 +264,7 @@ def test_opcheck(requires_grad):
                 opcheck(OPS.rotary_embedding_backward.default, (*args[:4], cos, sin, interleaved, args[4]))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
@@ -258,7 +280,7 @@ def test_compile_fullgraph_no_recompile():
             assert_close(got, w, torch.float32)
         (out[0].sum() + out[1].sum()).backward()
         ref = reference_grads(lambda *a: tuple(o * 2.0 for o in rotary_embedding_ref(*a)), leaves,
-                              [torch.ones(inp.q.shape), torch.ones(inp.k.shape)])
+                              [torch.ones(inp.q.shape, device=device), torch.ones(inp.k.shape, device=device)])
         for t, w, what in zip(leaves, ref, ("dq", "dk", "dcos", "dsin")):
             assert_grad_close(t.grad, w, torch.float32, what)
     assert counter.frame_count == 1, f"recompiled across shapes: {counter.frame_count} frames"

@@ -13,7 +13,7 @@ import yirage_ext
 from yirage_ext.testing.inputs import softmax_inputs
 from yirage_ext.testing.reference import assert_close, log_softmax_ref, softmax_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -146,6 +146,35 @@ def test_leading_dims_and_many_rows(device, kind, dtype, shape, dim):
     assert_close(y, want, dtype)
 
 
+@pytest.mark.parametrize("kind", KIND_IDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((2, 262144), -1), ((3, 100003), -1), ((100003, 3), 0)])
+def test_long_rows(device, kind, dtype, shape, dim):
+    op, ref, _, _ = KINDS[kind]
+    x = softmax_inputs(shape, dtype, seed=13).requires_grad_()
+    y = op(x, dim)
+    assert_close(y, ref(x, dim), dtype)
+    g = torch.randn(shape).to(dtype=dtype, device=x.device)
+    y.backward(g)
+    (want,) = reference_grads(lambda a: ref(a, dim), [x], [g])
+    assert_grad_close(x.grad, want, dtype, "dx")
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((3, 8), -1), ((5, 769), -1), ((2, 4096), -1), ((33, 7), 0)])
+def test_unaligned_inputs(device, kind, dtype, shape, dim):
+    # x, out and grad_out start one element past an aligned address: vector loads may not assume alignment
+    op, ref, bwd, _ = KINDS[kind]
+    x = unaligned(softmax_inputs(shape, dtype, seed=14))
+    assert x.data_ptr() % 16 != 0
+    y = op(x, dim)
+    assert_close(y, ref(x, dim), dtype)
+    g = unaligned(torch.randn(shape).to(dtype=dtype, device=x.device))
+    (want,) = reference_grads(lambda a: ref(a, dim), [x.clone().requires_grad_()], [g])
+    assert_grad_close(bwd(g, unaligned(y), dim), want, dtype, "dx")
+
+
 def _noncontiguous(layout, dtype):
     base = softmax_inputs((4, 6, 77), dtype, seed=6)
     if layout == "strided":  # padded last dim: a slice of a wider tensor
@@ -174,9 +203,9 @@ def test_noncontiguous_inputs(target, kind, layout, dtype):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("shape,dim", [((0, 8), -1), ((0, 8), 0), ((4, 0), -1), ((4, 0), 0), ((0,), 0),
                                        ((2, 0, 3), 1), ((2, 0, 3), 2)])
-def test_empty(kind, shape, dim):
+def test_empty(device, kind, shape, dim):
     op, _, bwd, _ = KINDS[kind]
-    x = torch.randn(shape)
+    x = torch.randn(shape, device=device)
     assert op(x, dim).shape == x.shape
     assert bwd(x, x, dim).shape == x.shape
     xr = x.clone().requires_grad_()
@@ -194,7 +223,7 @@ def test_empty(kind, shape, dim):
 def test_gradients(target, kind, dtype, shape, dim):
     op, ref, _, _ = KINDS[kind]
     x = softmax_inputs(shape, dtype, seed=7).requires_grad_()
-    g = torch.randn(shape).to(dtype)
+    g = torch.randn(shape).to(dtype=dtype, device=x.device)
     op(x, dim).backward(g)
     (want,) = reference_grads(lambda a: ref(a, dim), [x], [g])
     assert x.grad.dtype == dtype and x.grad.shape == x.shape
@@ -203,16 +232,16 @@ def test_gradients(target, kind, dtype, shape, dim):
 
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dim", [-1, 0])
-def test_gradient_with_broadcast_grad_and_masks(kind, dim):
+def test_gradient_with_broadcast_grad_and_masks(device, kind, dim):
     op, ref, _, _ = KINDS[kind]
     x = softmax_inputs((8, 129), torch.float32, masked=0.3, seed=8).requires_grad_()
     op(x, dim).sum().backward()  # an expanded (stride-0) upstream gradient
     assert torch.isfinite(x.grad).all()
-    (want,) = reference_grads(lambda a: ref(a, dim), [x], [torch.ones(8, 129)])
+    (want,) = reference_grads(lambda a: ref(a, dim), [x], [torch.ones(8, 129, device=device)])
     assert_grad_close(x.grad, want, torch.float32, "dx")
 
 
-def test_saves_output_not_input():
+def test_saves_output_not_input(device):
     x = softmax_inputs((4, 9), torch.float64, seed=9).requires_grad_()
     for op in (OPS.softmax, OPS.log_softmax):
         packed = []
@@ -221,15 +250,15 @@ def test_saves_output_not_input():
         assert len(packed) == 1 and torch.equal(packed[0], y) and not torch.equal(packed[0], x)
 
 
-def test_gradcheck():
+def test_gradcheck(device):
     for shape, dim in [((3, 7), -1), ((3, 7), 0), ((2, 3, 5), 1)]:
-        x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+        x = torch.randn(*shape, dtype=torch.float64, device=device, requires_grad=True)
         for op in (OPS.softmax, OPS.log_softmax):
             assert torch.autograd.gradcheck(lambda a: op(a, dim), (x,))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
-def test_opcheck(requires_grad):
+def test_opcheck(device, requires_grad):
     for shape, dtype, dim in [((3, 8), torch.float32, -1), ((2, 3, 19), torch.bfloat16, 1),
                               ((5,), torch.float64, 0), ((4, 6, 10), torch.float16, 0)]:
         x = softmax_inputs(shape, dtype, seed=10).requires_grad_(requires_grad)
@@ -237,10 +266,10 @@ def test_opcheck(requires_grad):
             op, _, bwd, _ = KINDS[kind]
             opcheck(op.default, (x, dim))
             if not requires_grad:
-                opcheck(bwd.default, (torch.randn(shape).to(dtype), op(x, dim), dim))
+                opcheck(bwd.default, (torch.randn(shape).to(dtype=dtype, device=device), op(x, dim), dim))
 
 
-def test_compile_fullgraph_no_recompile():
+def test_compile_fullgraph_no_recompile(device):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
@@ -255,7 +284,7 @@ def test_compile_fullgraph_no_recompile():
         x = softmax_inputs((batch, 96), torch.float32, seed=batch).requires_grad_()
         out = compiled(x)
         assert_close(out, ref(x), torch.float32)
-        g = torch.randn(batch, 96)
+        g = torch.randn(batch, 96, device=device)
         out.backward(g)
         (want,) = reference_grads(ref, [x], [g])
         assert_grad_close(x.grad, want, torch.float32, "dx")

@@ -4,6 +4,10 @@ same block in plain PyTorch (float64): forward output and the gradients of the i
     h   = rms_norm(x) -> linear (q, k, v) -> rotary_embedding(q, k) -> attention (causal, GQA) -> linear
     out, resid = fused_add_rms_norm(h, x)
     y   = linear(silu_and_mul(linear(out))) + resid
+
+Runs on every device (the `device` fixture). Where yirage.attention has no kernel for the device (CUDA for
+now: attention is CPU-only), the block uses torch's scaled_dot_product_attention in its place, so every other
+op still runs in the same compiled chain there.
 """
 import math
 
@@ -18,27 +22,41 @@ B, S, HQ, HK, D, R = 2, 9, 4, 2, 16, 12  # R < D: partial rotary, as in GPT-NeoX
 HID, FF = HQ * D, 48
 
 
-def _params(dtype):
+def _params(dtype, device="cpu"):
     gen = torch.Generator().manual_seed(0)
 
     def p(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=gen) * scale).to(dtype).requires_grad_()
+        return (torch.randn(*shape, generator=gen) * scale).to(dtype=dtype, device=device).requires_grad_()
 
     return dict(
-        w_norm1=(torch.rand(HID, generator=gen) + 0.5).to(dtype).requires_grad_(),
+        w_norm1=(torch.rand(HID, generator=gen) + 0.5).to(dtype=dtype, device=device).requires_grad_(),
         w_qkv=p((HQ + 2 * HK) * D, HID, scale=HID ** -0.5),
         b_qkv=p((HQ + 2 * HK) * D, scale=0.1),
         w_o=p(HID, HQ * D, scale=(HQ * D) ** -0.5),
-        w_norm2=(torch.rand(HID, generator=gen) + 0.5).to(dtype).requires_grad_(),
+        w_norm2=(torch.rand(HID, generator=gen) + 0.5).to(dtype=dtype, device=device).requires_grad_(),
         w_up=p(2 * FF, HID, scale=HID ** -0.5),
         w_down=p(HID, FF, scale=FF ** -0.5),
     )
 
 
-def _rope_tables(dtype):
+def _rope_tables(dtype, device="cpu"):
     inv_freq = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
     angles = torch.arange(S, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (S, R/2)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+    return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+# device types where yirage.attention has a kernel (looked up here: a dispatcher query does not trace)
+ATTENTION_DEVICE_TYPES = {t for t, key in (("cpu", "CPU"), ("cuda", "CUDA"))
+                          if torch._C._dispatch_has_kernel_for_dispatch_key("yirage::attention", key)}
+
+
+def _attention(q, k, v):
+    """Causal GQA attention on (B, H, S, D): yirage.attention where it has a kernel for the device, else torch's
+    scaled_dot_product_attention on the key/value heads repeated to the query heads."""
+    if q.device.type in ATTENTION_DEVICE_TYPES:
+        return OPS.attention(q, k, v, True, None)
+    k, v = k.repeat_interleave(HQ // HK, dim=1), v.repeat_interleave(HQ // HK, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 def block_yirage(x, cos, sin, w_norm1, w_qkv, b_qkv, w_o, w_norm2, w_up, w_down):
@@ -47,7 +65,7 @@ def block_yirage(x, cos, sin, w_norm1, w_qkv, b_qkv, w_o, w_norm2, w_up, w_down)
     q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
     q, k = OPS.rotary_embedding(q.view(B, S, HQ, D), k.view(B, S, HK, D), cos, sin, False)
     v = v.view(B, S, HK, D)
-    o = OPS.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True, None)  # (B, HQ, S, D)
+    o = _attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # (B, HQ, S, D)
     attn = OPS.linear(o.transpose(1, 2).reshape(B, S, HQ * D), w_o, None, "none")
     out, resid = OPS.fused_add_rms_norm(attn, x, w_norm2, 1e-6)
     mlp = OPS.linear(OPS.silu_and_mul(OPS.linear(out, w_up, None, "none")), w_down, None, "none")
@@ -73,7 +91,7 @@ def block_reference(x, cos, sin, w_norm1, w_qkv, b_qkv, w_o, w_norm2, w_up, w_do
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.view(B, S, HK, D).transpose(1, 2)
     k, v = k.repeat_interleave(HQ // HK, dim=1), v.repeat_interleave(HQ // HK, dim=1)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
-    scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
     o = scores.softmax(-1) @ v
     attn = o.transpose(1, 2).reshape(B, S, HQ * D) @ w_o.T
     resid = attn + x
@@ -84,23 +102,23 @@ def block_reference(x, cos, sin, w_norm1, w_qkv, b_qkv, w_o, w_norm2, w_up, w_do
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_compiled_block_matches_plain_pytorch(backend):
+def test_compiled_block_matches_plain_pytorch(device, backend):
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch._dynamo.reset()
     counter = CompileCounterWithBackend(backend)
     compiled = torch.compile(block_yirage, backend=counter, fullgraph=True)
-    params = _params(torch.float32)
-    cos, sin = _rope_tables(torch.float32)
-    x = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(1)).requires_grad_()
-    g = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(2))
+    params = _params(torch.float32, device)
+    cos, sin = _rope_tables(torch.float32, device)
+    x = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
+    g = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(2)).to(device)
 
     y = compiled(x, cos, sin, **params)
     y.backward(g)
     assert counter.frame_count == 1, f"expected one graph, got {counter.frame_count} (a graph break?)"
     leaves = dict(x=x, **params)
     ref_leaves = {n: t.detach().double().requires_grad_() for n, t in leaves.items()}
-    cos64, sin64 = _rope_tables(torch.float64)
+    cos64, sin64 = _rope_tables(torch.float64, device)
     y_ref = block_reference(ref_leaves["x"], cos64, sin64, **{n: ref_leaves[n] for n in params})
     y_ref.backward(g.double())
 
@@ -110,11 +128,12 @@ def test_compiled_block_matches_plain_pytorch(backend):
         assert_grad_close(t.grad, ref_leaves[name].grad, torch.float32, f"grad of {name}")
 
 
-def test_eager_block_bfloat16():
+def test_eager_block_bfloat16(device):
     """The same block in bf16, eager: every op's half-precision path in one realistic chain."""
-    params = _params(torch.bfloat16)
-    cos, sin = _rope_tables(torch.bfloat16)
-    x = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).requires_grad_()
+    params = _params(torch.bfloat16, device)
+    cos, sin = _rope_tables(torch.bfloat16, device)
+    x = torch.randn(B, S, HID, generator=torch.Generator().manual_seed(1)).to(dtype=torch.bfloat16, device=device)
+    x.requires_grad_()
     y = block_yirage(x, cos, sin, **params)
     y.sum().backward()
     ref_leaves = {n: t.detach().double().requires_grad_() for n, t in dict(x=x, **params).items()}
