@@ -33,7 +33,11 @@ def _device_module() -> types.ModuleType:
     mod.set_device = lambda device: ops.set_device(torch.device(device, 0).index if isinstance(device, str)
                                                    else int(device))
     mod._is_in_bad_fork = lambda: False
-    mod.manual_seed_all = lambda seed: None  # no generator of its own: random ops run on CPU via the fallback
+    # No generator of its own (random ops run on CPU through the fallback): an empty RNG state, for the code
+    # that saves and restores the accelerator's (torch.testing's freeze_rng_state, which opcheck uses).
+    mod.manual_seed_all = lambda seed: None
+    mod.get_rng_state = lambda device=None: torch.empty(0, dtype=torch.uint8)
+    mod.set_rng_state = lambda state, device=None: None
     mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
     return mod
 

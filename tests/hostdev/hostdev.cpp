@@ -16,6 +16,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -99,6 +100,8 @@ struct RegisterHooks {
 } register_hooks;
 
 // ---- core ATen ops ----
+// The view ops that have per-device kernels in ATen (as_strided, view, _reshape_alias, unfold) are ATen's own
+// TensorImpl-level ones; every other view op is composite over these.
 
 constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
 
@@ -173,6 +176,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", &at::native::as_strided_tensorimpl);
   m.impl("view", &at::native::view);
   m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("unfold", &at::native::unfold);
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("resize_", &resize_);
