@@ -55,8 +55,11 @@ cudaError_t launch(const RmsNormForward& p, cudaStream_t stream) {
   const int64_t units = vec ? p.cols / V : p.cols;
   int threads = kWarpSize;
   while (threads < 1024 && threads < units) threads *= 2;
-  if (vec) rms_norm_fwd_kernel<T, V><<<dim3(unsigned(p.rows)), threads, 0, stream>>>(p);
-  else rms_norm_fwd_kernel<T, 1><<<dim3(unsigned(p.rows)), threads, 0, stream>>>(p);
+  if (vec) {
+    rms_norm_fwd_kernel<T, V><<<dim3(unsigned(p.rows)), threads, 0, stream>>>(p);
+  } else {
+    rms_norm_fwd_kernel<T, 1><<<dim3(unsigned(p.rows)), threads, 0, stream>>>(p);
+  }
   return launch_status();
 }
 
