@@ -4,6 +4,9 @@
 #   make test   install everything, then run the test suite
 #   make cpp-example   build the library as a plain LibTorch shared library with CMake (no Python module) and
 #                      run examples/cpp against it
+#   make hip-check     the ROCm build check without AMD hardware: hipify a copy of csrc/ as a HIP build does,
+#                      fail on CUDA names left untranslated, compile the hipified kernels with hipcc
+#                      (needs hipcc: `apt-get install hipcc` on Debian 12 gives HIP 5.2)
 # Everything goes into a virtual environment (.venv) with torch==$(TORCH_VERSION) (a CPU build; a bare
 # `torch` would pull gigabytes of CUDA packages). The library is built as a wheel against that torch
 # (--no-build-isolation) and installed from it, so tests exercise what users install.
@@ -15,7 +18,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean cpp-example
+.PHONY: demo test install wheel bench clean cpp-example hip-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +58,11 @@ cpp-example: $(DEPS)
 		$$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 	cmake --build $(CPP_BUILD_DIR)
 	$(CPP_BUILD_DIR)/yirage_cpp_example
+
+# HIP_PLATFORM=amd: Debian's hipcc would pick nvcc where it finds one. HIP_ARCH: the --offload-arch compiled for.
+HIP_ARCH ?= gfx90a
+hip-check: $(DEPS)
+	HIP_PLATFORM=amd $(PY) .ci/hip_check.py --arch $(HIP_ARCH)
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json
