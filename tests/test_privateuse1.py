@@ -66,6 +66,7 @@ def test_backend_api_reports_the_renamed_device_with_its_op_table(report):
     assert info["device_count"] == report["torch_device_count"] == 1
     assert info["details"]["torch_name"] == "hostdev"
     assert info["ops"] == report["op_table_pu1"] == {op: "portable" for op in yirage_ops()}
+    assert {p["path"] for p in info["op_paths"].values()} == {"portable"}
     assert report["privateuseone_name"] == "hostdev"  # torch's default name still answers
     assert "hostdev" in report["available_backends"]
     # the default is the first available of cuda, rocm, mps, the PrivateUse1 device, cpu
@@ -82,6 +83,10 @@ def test_diagnostics_show_the_renamed_device():
     lines = out.stdout.splitlines()
     assert any(line.split()[:3] == ["hostdev", "device", "available"] for line in lines), out.stdout
     assert not any(line.startswith("privateuseone ") for line in lines), out.stdout
+    table = out.stdout.split("== ops x device backends")[1].splitlines()
+    column = table[1].split().index("hostdev")
+    rows = [line.split() for line in table[2:] if line.split() and line.split()[0] in yirage_ops()]
+    assert len(rows) == len(yirage_ops()) and {row[column] for row in rows} == {"portable"}
 
 
 def test_the_device_stays_in_its_subprocess():
