@@ -92,3 +92,13 @@ def test_diagnostics_show_the_renamed_device():
 def test_the_device_stays_in_its_subprocess():
     """Loading hostdev here would rename PrivateUse1 for every other test of this process."""
     assert "hostdev" not in sys.modules and torch._C._get_privateuse1_backend_name() != "hostdev"
+
+
+def test_a_vendors_native_kernel_for_one_op_replaces_ours_there_only(report):
+    """USAGE_GUIDE's recipe: a kernel registered for yirage::rms_norm at PrivateUse1 by someone else runs instead
+    of our portable one, the registry reports it native, the other ops (and rms_norm's backward) stay portable,
+    and gradients still flow."""
+    assert report["vendor_kernel"] == {"calls": 1, "matches": True, "grad_matches": True,
+                                       "ops": {"rms_norm": "native", "rms_norm_backward": "portable",
+                                               "softmax": "portable"},
+                                       "path": "native"}

@@ -95,6 +95,33 @@ def cases():
             "attention", OPS.attention, ref.attention_ref, [a.q, a.k, a.v], {"causal": a.causal, "scale": a.scale})
 
 
+def vendor_kernel() -> dict:
+    """What USAGE_GUIDE tells a vendor to do for a native kernel of one op: register it for the op's schema at
+    PrivateUse1 (here from Python, torch.library.impl); ours stay. Run last: it replaces rms_norm's kernel."""
+    calls = []
+
+    @torch.library.impl("yirage::rms_norm", "PrivateUse1")
+    def vendor_rms_norm(x, weight=None, eps=1e-6):
+        calls.append(x.shape)
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        return (y * weight if weight is not None else y).to(x.dtype)
+
+    x = inputs.rms_norm_inputs((4, 32), device=DEV)
+    leaf = x.x.detach().requires_grad_(True)
+    out = OPS.rms_norm(leaf, x.weight, x.eps)
+    out.sum().backward()  # the Autograd kernel and the portable rms_norm_backward still serve the gradient
+    expected = reference_grads(lambda t: ref.rms_norm_ref(t, x.weight.cpu().double(), x.eps),
+                               [leaf.detach().cpu().requires_grad_(True)], [torch.ones(out.shape)])[0]
+    info = yr.get_backend_info(DEV)
+    return {"calls": len(calls),
+            "matches": bool(torch.allclose(out.detach().cpu().double(), ref.rms_norm_ref(
+                x.x.cpu().double(), x.weight.cpu().double(), x.eps), atol=1e-5, rtol=1e-5)),
+            "grad_matches": bool(torch.allclose(leaf.grad.cpu().double(), expected, atol=1e-4, rtol=1e-4)),
+            "ops": {op: info["ops"][op] for op in ("rms_norm", "rms_norm_backward", "softmax")},
+            "path": info["op_paths"]["rms_norm"]["path"]}
+
+
 def main():
     results = {}
     hostdev.clear_fallback_ops()
@@ -109,13 +136,14 @@ def main():
     # The control: an op with only a CPU kernel, run on hostdev, goes through the fallback and is logged.
     hostdev.clear_fallback_ops()
     control = torch.ops.hostdev.cpu_only(torch.ones(3, device=DEV))
+    control_log = hostdev.fallback_ops()
     info = yr.get_backend_info(DEV)
     report = {
         "results": results,
         "yirage_ops_run": sorted({e.name.split("::", 1)[1] for e in prof.function_events
                                   if e.name.startswith("yirage::")}),
         "fallback_ops": sorted(set(fallback)),
-        "control": {"fallback_ops": hostdev.fallback_ops(), "device": str(control.device),
+        "control": {"fallback_ops": control_log, "device": str(control.device),
                     "value": control.cpu().tolist()},
         "backend_info": {k: v for k, v in info.items() if k not in ("dtypes",)},
         "privateuseone_name": yr.get_backend_info("privateuseone")["name"],
@@ -131,6 +159,7 @@ def main():
                          for op in yr.backends.op_table()},
         "torch_device_count": torch.hostdev.device_count(),
     }
+    report["vendor_kernel"] = vendor_kernel()  # last: it replaces rms_norm's PrivateUse1 kernel
     print(json.dumps(report, default=str))
 
 
