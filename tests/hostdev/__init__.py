@@ -7,6 +7,7 @@ cached in the checkout's build/hostdev (HOSTDEV_BUILD_DIR overrides): the first 
 minute on 2 cores, later loads only check that the source has not changed.
 """
 import os
+import shutil
 import sys
 import time
 import types
@@ -51,6 +52,9 @@ def load(verbose: bool = False) -> types.ModuleType:
     from torch.utils.cpp_extension import load as load_extension
 
     os.makedirs(build_dir(), exist_ok=True)
+    bindir = os.path.dirname(sys.executable)  # pip's ninja lives next to the venv's python, maybe not on PATH
+    if not shutil.which("ninja") and os.path.exists(os.path.join(bindir, "ninja")):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     start = time.monotonic()
     load_extension(name=NAME, sources=[os.path.join(_HERE, "hostdev.cpp")], build_directory=build_dir(),
                    extra_cflags=["-O1", "-g0", "-std=c++20"], is_python_module=False, verbose=verbose)
