@@ -3,8 +3,8 @@
     import hostdev; hostdev.load()        # then torch.device("hostdev"), x.to("hostdev"), x.hostdev(), torch.hostdev
 
 Renaming the PrivateUse1 backend is process-wide and done once, so tests load it in a subprocess. The build is
-cached in the checkout's build/hostdev (HOSTDEV_BUILD_DIR overrides): the first build takes about a quarter of a
-minute on 2 cores, later loads only check that the source has not changed.
+cached in the checkout's build/hostdev (HOSTDEV_BUILD_DIR overrides): the first build takes about 20 s on 2
+cores, later loads only check that the source has not changed.
 """
 import os
 import shutil
