@@ -4,6 +4,9 @@
 #   make test   install everything, then run the test suite
 #   make cpp-example   build the library as a plain LibTorch shared library with CMake (no Python module) and
 #                      run examples/cpp against it
+#   make hip-check     the ROCm build check without AMD hardware: hipify a copy of csrc/ as a HIP build does,
+#                      fail on CUDA names left untranslated, compile the hipified kernels with hipcc
+#                      (needs hipcc: `apt-get install hipcc` on Debian 12 gives HIP 5.2)
 # Everything goes into a virtual environment (.venv) with torch==$(TORCH_VERSION) (a CPU build; a bare
 # `torch` would pull gigabytes of CUDA packages). The library is built as a wheel against that torch
 # (--no-build-isolation) and installed from it, so tests exercise what users install.
@@ -15,7 +18,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean cpp-example cuda-check
+.PHONY: demo test install wheel bench clean cpp-example cuda-check hip-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +91,11 @@ cuda-check: $(CUDA_DEPS)
 		assert not missing, f'no CUDA kernel for {missing}'; \
 		print('cuda-check: torch', torch.__version__, '- CUDA kernels registered for every op but attention')"
 	$(CUDA_VENV)/bin/pytest tests $(CUDA_CHECK_PYTEST_ARGS)
+
+# HIP_PLATFORM=amd: Debian's hipcc would pick nvcc where it finds one. HIP_ARCH: the --offload-arch compiled for.
+HIP_ARCH ?= gfx90a
+hip-check: $(DEPS)
+	HIP_PLATFORM=amd $(PY) .ci/hip_check.py --arch $(HIP_ARCH)
 
 clean:
 	rm -rf build dist *.egg-info yirage_ext/_C*.so yirage_ext/_C.build.json

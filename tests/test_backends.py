@@ -206,6 +206,49 @@ def test_op_table_matches_the_dispatcher():
         assert row["Autograd"] in ("native", "fallback")  # every op has an Autograd kernel
 
 
+def test_every_op_has_an_mps_and_a_privateuse1_kernel():
+    """The portable kernel of every op (backward ops included) is registered for MPS and PrivateUse1, whatever the
+    platform: asked of the dispatcher, which knows the MPS key on Linux too."""
+    for op in yirage_ops():
+        for key in ("MPS", "PrivateUse1"):
+            assert has_kernel(op, key), (op, key)
+    # per op, native (a Metal kernel, macOS builds only) or portable
+    assert set(yr.get_backend_info("mps")["ops"].values()) <= {"native", "portable"}
+
+
+def test_op_paths_say_what_runs_on_each_device_backend_and_why():
+    for name in DEVICES + [pu1_name()]:
+        info = yr.get_backend_info(name)
+        assert sorted(info["op_paths"]) == sorted(info["ops"]) == yirage_ops()
+        for op, p in info["op_paths"].items():
+            kernel = info["ops"][op]
+            if not info["available"]:
+                assert p == {"path": "unavailable", "reason": "backend unavailable: " + info["reason"]}, (name, op)
+            elif kernel == "none":
+                assert p["path"] == "unavailable" and f"no {info['dispatch_key']} kernel" in p["reason"], (name, op)
+            else:
+                assert p["path"] == kernel and (p["reason"] == "") == (kernel == "native"), (name, op, p)
+    assert {p["path"] for p in yr.get_backend_info("cpu")["op_paths"].values()} == {"native"}
+    assert yr.get_backend_info("mkl")["op_paths"] == {}  # providers run none of our ops
+
+
+def test_objective_c_sources_are_built_only_on_macos(tmp_path, monkeypatch):
+    """Native Metal kernels (csrc/mps/*.mm) join the build on macOS only; elsewhere the build leaves them out."""
+    from yirage_ext import _build_config as cfg
+
+    (tmp_path / "mps").mkdir()
+    (tmp_path / "mps" / "rms_norm.mm").write_text("")
+    (tmp_path / "library.cpp").write_text("")
+    monkeypatch.setattr(cfg.sys, "platform", "linux")
+    assert cfg.sources(str(tmp_path), with_cuda=False) == [str(tmp_path / "library.cpp")]
+    assert [name for name, _ in cfg.translation_units(str(tmp_path), with_cuda=False)] == ["library"]
+    monkeypatch.setattr(cfg.sys, "platform", "darwin")
+    assert cfg.sources(str(tmp_path), with_cuda=False) == [str(tmp_path / "library.cpp"),
+                                                           str(tmp_path / "mps" / "rms_norm.mm")]
+    assert dict(cfg.translation_units(str(tmp_path), with_cuda=False))["mps__rms_norm"] == [
+        str(tmp_path / "mps" / "rms_norm.mm")]  # a unit of its own: Objective-C++ is not unified with C++
+
+
 def test_backend_ops_are_their_dispatch_key_column():
     table = backends.op_table()
     for name in ["cpu", "cuda", "rocm", "mps", pu1_name()]:

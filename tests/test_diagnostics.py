@@ -32,6 +32,8 @@ def test_json_report(json_report):
         mine = yr.get_backend_info(b["name"])
         assert (b["available"], b["reason"], b["compiled"]) == (mine["available"], mine["reason"], mine["compiled"])
     assert r["ops"] == backends.op_table()
+    devices = [n for n in backends.backend_names() if yr.get_backend_info(n)["kind"] == "device"]
+    assert r["op_paths"] == {n: yr.get_backend_info(n)["op_paths"] for n in devices}
     assert r["default_backend"] == yr.get_default_backend()
     assert r["cpu_check"]["ok"] is True
     assert r["cpu"]["isa"] == yr.cpu_isa()
@@ -54,4 +56,14 @@ def test_text_report(json_report):
     for op, row in json_report["ops"].items():
         line = next(l for l in table.splitlines() if l.split() and l.split()[0] == op)
         assert line.split()[1:] == list(row.values())
+    paths = text.split("== ops x device backends")[1].split("CPU check")[0].splitlines()
+    names = paths[1].split()[1:]
+    assert names == list(json_report["op_paths"])
+    for op in json_report["ops"]:
+        line = next(l for l in paths if l.split() and l.split()[0] == op)
+        assert line.split()[1:] == [json_report["op_paths"][n][op]["path"] for n in names]
+    for n in names:  # each reason for an unavailable op is shown once, under the table
+        for p in json_report["op_paths"][n].values():
+            if p["path"] == "unavailable":
+                assert f"  {n}: {p['reason']}" in paths
     assert "CPU check: ok" in text

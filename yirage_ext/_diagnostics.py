@@ -2,7 +2,8 @@
 
 Versions (yirage_ext, torch, Python, platform), how the native library was loaded (prebuilt ``_C`` or JIT, from
 where, its build flags, the JIT cache directory and key), the toolchain a JIT build would use (C++ compiler,
-CUDA/HIP toolkit), the CPU, every backend with availability and reason, and the op x dispatch-key table.
+CUDA/HIP toolkit), the CPU, every backend with availability and reason, and the op x dispatch-key table
+and, per device backend and op, what runs there (native, portable or unavailable, with the reason).
 ``--json`` prints the same as one JSON object. The exit status is 0 when the CPU backend works (a small
 rms_norm on CPU matches its definition), 1 otherwise.
 """
@@ -109,8 +110,9 @@ def collect() -> dict:
     for name in backends.backend_names():
         b = backends.get_backend_info(name)
         b["dtypes"] = [str(d).replace("torch.", "") for d in b["dtypes"]]
-        b.pop("ops")  # the op table below has them all
+        b.pop("ops")  # the op tables below have them all
         report["backends"].append(b)
+    report["op_paths"] = {b["name"]: b.pop("op_paths") for b in report["backends"] if b["kind"] == "device"}
     report["default_backend"] = backends.get_default_backend()
     report["ops"] = backends.op_table()
     report["cpu_check"] = _cpu_check()
@@ -192,6 +194,21 @@ def render(r: dict) -> str:
         add(f"{'op':<{width}}  " + "  ".join(f"{k:<11}" for k in keys))
         for op, row in r["ops"].items():
             add(f"{op:<{width}}  " + "  ".join(f"{row[k]:<11}" for k in keys))
+    paths = r.get("op_paths")
+    if paths and any(paths.values()):
+        add("")
+        add("== ops x device backends (what runs here: native kernel, portable ATen kernel, or unavailable)")
+        names = list(paths)
+        ops = list(next(p for p in paths.values() if p))
+        width = max(len(op) for op in ops)
+        cols = [max(11, len(n)) for n in names]
+        add(f"{'op':<{width}}  " + "  ".join(f"{n:<{c}}" for n, c in zip(names, cols)))
+        for op in ops:
+            add(f"{op:<{width}}  " + "  ".join(f"{paths[n][op]['path']:<{c}}" for n, c in zip(names, cols)))
+        for n in names:  # why: one line per distinct reason of a backend's unavailable ops
+            reasons = sorted({p["reason"] for p in paths[n].values() if p["path"] == "unavailable"})
+            for reason in reasons:
+                add(f"  {n}: {reason}")
     add("")
     for e in r["errors"]:
         add(f"error: {e}")

@@ -155,15 +155,36 @@ def get_backend_info(name: str) -> dict:
     available), compiled (built into this binary / this torch), device_count, devices (list of {name, memory}),
     compute_capability (major*10+minor on CUDA, else 0), compute_units (SMs, CUs or logical CPU cores),
     max_memory (bytes), max_shared_memory (bytes per block; 0 where there is none), dtypes (torch dtypes the ops
-    accept; empty for providers), dispatch_key (None for providers), ops (op -> "native" / "portable" / "none";
-    empty for providers), details (versions, CPU features, ...).
+    accept; empty for providers), dispatch_key (None for providers), ops (op -> the kernel registered at the
+    backend's dispatch key: "native" / "portable" / "none"; empty for providers), op_paths (op -> {"path":
+    "native" / "portable" / "unavailable", "reason": why}: what runs here, "unavailable" where the backend is or
+    the op has no kernel for it; empty for providers), details (versions, CPU features, ...).
     """
     info = dict(_lib().backend_info(_name(name, "get_backend_info")))
     info["dtypes"] = [getattr(torch, d) for d in info["dtypes"]]
     info["devices"] = [dict(d) for d in info["devices"]]
     info["ops"] = dict(info["ops"])
     info["details"] = dict(info["details"])
+    info["op_paths"] = _op_paths(info)
     return info
+
+
+def _op_paths(info: dict) -> dict:
+    """op -> {"path": "native" / "portable" / "unavailable", "reason": why} on a device backend: what a call
+    with this backend's tensors runs here, and why (the backend's reason when it is unavailable)."""
+    key = info["dispatch_key"]
+    out = {}
+    for op, kernel in info["ops"].items():
+        if not info["available"]:
+            path, reason = "unavailable", f"backend unavailable: {info['reason']}"
+        elif kernel == "none":
+            path, reason = "unavailable", f"this build of yirage_ext has no {key} kernel for {op}"
+        elif kernel == "portable":
+            path, reason = "portable", f"no native {key} kernel for {op}: the portable ATen kernel runs"
+        else:
+            path, reason = "native", ""
+        out[op] = {"path": path, "reason": reason}
+    return out
 
 
 def _gib(n: int) -> str:

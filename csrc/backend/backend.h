@@ -33,8 +33,9 @@ enum class BackendType : int {
 };
 
 // How an op is implemented at a dispatch key (the vocabulary of the op tables):
-//   native    a kernel of ours written for that key (CPU SIMD kernels, CUDA kernels, Meta shape functions,
-//             Autograd kernels with a derivative)
+//   native    a kernel written for that key: ours (CPU SIMD kernels, CUDA kernels, Meta shape functions,
+//             Autograd kernels with a derivative), or one another library registered over ours (a vendor's
+//             kernel for its PrivateUse1 device)
 //   portable  our portable kernel, written with ATen ops (registered for MPS and PrivateUse1)
 //   fallback  torch's autogradNotImplementedFallback at the Autograd key: the op runs, but differentiating
 //             through it raises (the backward ops and linear_forward have no derivative of their own)
@@ -147,8 +148,10 @@ std::vector<std::string> registered_ops();
 // How `op` (without "yirage::") is implemented at `key`, from the dispatcher.
 OpSupport op_support_at(const std::string& op, c10::DispatchKey key);
 // Classifies a kernel that a registration helper put at (op, key) as portable or fallback (see OpSupport);
-// a kernel of ours without a note is native. Registration helpers call it (portable/register.h,
-// autograd/no_double_backward.cpp); it is not a list kept by hand.
+// a kernel of ours without a note is native. Registration helpers call it right after registering
+// (portable/register.h, autograd/no_double_backward.cpp); it is not a list kept by hand. A kernel registered
+// later at the same (op, key) by someone else (a vendor's native kernel for its PrivateUse1 device) replaces
+// ours, and the op then reports native there.
 void note_kernel(const char* op, c10::DispatchKey key, OpSupport kind);
 
 }  // namespace yirage

@@ -9,7 +9,10 @@
 
 namespace yirage::kernels::cuda {
 
-#if YIRAGE_HIP
+#if YIRAGE_HIP && YIRAGE_HIP_BF16_CLASS
+using bf16 = hip_bfloat16;  // HIP before 5.7: converts through its float constructor / operator (RNE)
+using f16 = __half;
+#elif YIRAGE_HIP
 using bf16 = __hip_bfloat16;
 using f16 = __half;
 #else
@@ -25,12 +28,20 @@ template <typename T> using acc_t = typename Acc<T>::type;
 __device__ __forceinline__ float to_acc(float v) { return v; }
 __device__ __forceinline__ double to_acc(double v) { return v; }
 __device__ __forceinline__ float to_acc(f16 v) { return __half2float(v); }
+#if YIRAGE_HIP && YIRAGE_HIP_BF16_CLASS
+__device__ __forceinline__ float to_acc(bf16 v) { return static_cast<float>(v); }
+#else
 __device__ __forceinline__ float to_acc(bf16 v) { return __bfloat162float(v); }
+#endif
 
 template <typename T> __device__ __forceinline__ T from_acc(float v);
 template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
 template <> __device__ __forceinline__ f16 from_acc<f16>(float v) { return __float2half_rn(v); }
+#if YIRAGE_HIP && YIRAGE_HIP_BF16_CLASS
+template <> __device__ __forceinline__ bf16 from_acc<bf16>(float v) { return bf16(v); }
+#else
 template <> __device__ __forceinline__ bf16 from_acc<bf16>(float v) { return __float2bfloat16_rn(v); }
+#endif
 template <typename T> __device__ __forceinline__ T from_acc(double v);
 template <> __device__ __forceinline__ double from_acc<double>(double v) { return v; }
 

@@ -3,12 +3,21 @@
 // Sources stay hipify-clean: torch's hipify turns cuda* runtime names and headers into hip* ones; what it
 // cannot translate (warp width 32 vs 64, 32- vs 64-bit lane masks of the *_sync shuffles) is decided here
 // at compile time. No raw PTX: every intrinsic used has a HIP equivalent.
+// A <<<...>>> launch goes in a braced block or on its own line: hipify's rewrite into hipLaunchKernelGGL drops
+// the space before the kernel name, so `else k<<<g, b>>>(p);` becomes the identifier `elsehipLaunchKernelGGL`.
+// `make hip-check` hipifies and compiles the kernels with HIP 5.2's hipcc.
 #pragma once
 
 #if defined(__HIPCC__) || defined(USE_ROCM)
 #include <hip/hip_runtime.h>
-#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
+#if __has_include(<hip/hip_bf16.h>)  // ROCm 5.7+: __hip_bfloat16 with the CUDA-named conversions
+#include <hip/hip_bf16.h>
+#define YIRAGE_HIP_BF16_CLASS 0
+#else  // older HIP (5.2, Debian's): only the hip_bfloat16 class (common.cuh picks the type)
+#include <hip/hip_bfloat16.h>
+#define YIRAGE_HIP_BF16_CLASS 1
+#endif
 #define YIRAGE_HIP 1
 #else
 #include <cuda_runtime.h>

@@ -96,8 +96,8 @@ cudaError_t linear_epilogue_run(const LinearEpilogue& p, cudaStream_t stream) {
   int64_t blocks = (units + threads - 1) / threads;
   if (blocks > (int64_t(1) << 20)) blocks = int64_t(1) << 20;
   const dim3 grid(static_cast<unsigned>(blocks));
-  if (vec) linear_epilogue_kernel<T, V><<<grid, threads, 0, stream>>>(p);
-  else linear_epilogue_kernel<T, 1><<<grid, threads, 0, stream>>>(p);
+  if (vec) { linear_epilogue_kernel<T, V><<<grid, threads, 0, stream>>>(p); }
+  else { linear_epilogue_kernel<T, 1><<<grid, threads, 0, stream>>>(p); }
   return launch_status();
 }
 

@@ -192,11 +192,11 @@ cudaError_t rotary_launch(const RotaryParams& p, float sign, cudaStream_t stream
   if (blocks > (int64_t(1) << 22)) blocks = int64_t(1) << 22;  // grid-stride beyond
   const dim3 grid(static_cast<unsigned>(blocks));
   if (vec) {
-    if (p.interleaved) rotary_kernel<T, C, true, true><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign);
-    else rotary_kernel<T, C, true, false><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign);
+    if (p.interleaved) { rotary_kernel<T, C, true, true><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign); }
+    else { rotary_kernel<T, C, true, false><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign); }
   } else {
-    if (p.interleaved) rotary_kernel<T, C, false, true><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign);
-    else rotary_kernel<T, C, false, false><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign);
+    if (p.interleaved) { rotary_kernel<T, C, false, true><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign); }
+    else { rotary_kernel<T, C, false, false><<<grid, threads, 0, stream>>>(p, units_per_head, nchunks, chunk, total, sign); }
   }
   return launch_status();
 }

@@ -416,8 +416,8 @@ cudaError_t softmax_forward_typed(const SoftmaxForward& p, cudaStream_t stream) 
   if (p.inner > 1) {
     const ColPlan c = softmax_col_plan(p.outer, p.dim, p.inner);
     if (c.blocks == 0) return cudaErrorInvalidValue;
-    if (p.log) softmax_cols_kernel<T, true><<<c.blocks, c.block, 0, stream>>>(p, c.tiles);
-    else softmax_cols_kernel<T, false><<<c.blocks, c.block, 0, stream>>>(p, c.tiles);
+    if (p.log) { softmax_cols_kernel<T, true><<<c.blocks, c.block, 0, stream>>>(p, c.tiles); }
+    else { softmax_cols_kernel<T, false><<<c.blocks, c.block, 0, stream>>>(p, c.tiles); }
     return launch_status();
   }
   constexpr int V = kVec<T>;
@@ -431,8 +431,8 @@ cudaError_t softmax_backward_typed(const SoftmaxBackward& p, cudaStream_t stream
   if (p.inner > 1) {
     const ColPlan c = softmax_col_plan(p.outer, p.dim, p.inner);
     if (c.blocks == 0) return cudaErrorInvalidValue;
-    if (p.log) softmax_bwd_cols_kernel<T, true><<<c.blocks, c.block, 0, stream>>>(p, c.tiles);
-    else softmax_bwd_cols_kernel<T, false><<<c.blocks, c.block, 0, stream>>>(p, c.tiles);
+    if (p.log) { softmax_bwd_cols_kernel<T, true><<<c.blocks, c.block, 0, stream>>>(p, c.tiles); }
+    else { softmax_bwd_cols_kernel<T, false><<<c.blocks, c.block, 0, stream>>>(p, c.tiles); }
     return launch_status();
   }
   constexpr int V = kVec<T>;
