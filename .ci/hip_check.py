@@ -72,9 +72,16 @@ def is_cuda_file(rel: str) -> bool:
     return "cuda" in parts[:-1] or "cuda" in parts[-1] or rel.endswith((".cu", ".cuh"))
 
 
+# A CUDA-only region of the glue, left out of a ROCm build: `#if !defined(USE_ROCM)` / `#ifndef USE_ROCM` up to
+# its `#else` or `#endif` (not nested). Its lines are blanked, keeping the line numbers.
+CUDA_ONLY = re.compile(r"^[ \t]*#[ \t]*(?:if[ \t]+!defined\(USE_ROCM\)|ifndef[ \t]+USE_ROCM)(?![\w]).*?^[ \t]*#[ \t]*(?:else|endif)",
+                       re.S | re.M)
+
+
 def scan_text(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
         text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), f.read())
+    text = CUDA_ONLY.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     return [f"{path}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if UNTRANSLATED.search(line)]
 
 

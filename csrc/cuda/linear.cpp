@@ -1,13 +1,14 @@
 // CUDA glue for linear, linear_forward and linear_backward.
 //
 // Forward: out (M, N) = act(x (M, K) @ weight^T + bias), one cuBLASLt matmul with the bias and the activation in
-// its epilogue where cuBLASLt has them (none, relu; gelu_tanh: cuBLASLt's GELU is the tanh approximation, and
+// its epilogue where cuBLASLt has them (none; gelu_tanh: cuBLASLt's GELU is the tanh approximation, and
 // GELU_AUX also writes z for linear_forward when N is a multiple of 8). gelu (erf) and silu: the BIAS epilogue
-// writes z (into pre for linear_forward, else into out) and one element-wise pass applies the activation
+// writes z (into pre for linear_forward, else into out) and one element-wise pass (also relu, whose cuBLASLt
+// epilogue turns NaN into 0) applies the activation
 // (kernels/cuda/linear_epilogue.h). fp64, or a product cuBLASLt finds no algorithm for: cuBLAS GEMM, then the
 // element-wise pass adds the bias too. Backward: one kernel dz = grad_out * act'(saved) that also writes
 // per-block column sums for the bias gradient (summed by at::sum: deterministic), then grad_x = dz @ weight and
-// grad_weight = dz^T @ x through cuBLAS (cuda/cublas_gemm.h). torch's handles and workspace for the current
+// grad_weight = dz^T @ x through cuBLAS (cuda/blas_gemm.h). torch's handles and workspace for the current
 // stream are used: CUDA-graph safe.
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
@@ -23,7 +24,7 @@
 
 #include "common/cuda_launch.h"
 #include "common/rows.h"
-#include "cuda/cublas_gemm.h"
+#include "cuda/blas_gemm.h"
 #include "kernels/cuda/linear_epilogue.h"
 #include "ops/linear.h"
 
@@ -145,7 +146,7 @@ bool linear_cuda_lt(const char* opname, const at::Tensor& x2, const at::Tensor& 
       cublasLtMatmul(handle, ds.op, &one, w.const_data_ptr(), ds.a, x2.const_data_ptr(), ds.b, &zero, d, ds.c, d,
                      ds.c, &heur.algo, at::cuda::getCUDABlasLtWorkspace(), ws_size, current_stream());
   if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) return false;  // the cuBLAS path
-  TORCH_CHECK(s == CUBLAS_STATUS_SUCCESS, "yirage.", opname, ": cuBLASLt matmul failed: ", cublasGetStatusString(s));
+  TORCH_CHECK(s == CUBLAS_STATUS_SUCCESS, "yirage.", opname, ": cuBLASLt matmul failed with status ", static_cast<int>(s));
   return true;
 }
 
@@ -190,7 +191,8 @@ std::tuple<at::Tensor, at::Tensor> linear_cuda_impl(const char* op, const at::Te
   if (x2.stride(1) != 1 || (m > 1 && x2.stride(0) < kdim)) x2 = x2.contiguous();
   at::Tensor w = weight;
   if (w.stride(1) != 1 || (n > 1 && w.stride(0) < kdim)) w = w.contiguous();
-  const bool lt_act = act == Activation::none || act == Activation::relu || act == Activation::gelu_tanh;
+  // relu is not left to cuBLASLt: its RELU epilogue maps NaN to 0, torch.relu keeps NaN
+  const bool lt_act = act == Activation::none || act == Activation::gelu_tanh;
   if (lt_act && !want_pre) {  // everything in the GEMM's epilogue
     if (linear_cuda_lt(op, x2, w, b, act, out.data_ptr(), nullptr)) return {out, pre};
   } else if (act == Activation::gelu_tanh) {  // out and z from one GEMM (GELU_AUX)
@@ -202,7 +204,7 @@ std::tuple<at::Tensor, at::Tensor> linear_cuda_impl(const char* op, const at::Te
     return {out, pre};
   }
   // fp64 or no cuBLASLt algorithm: cuBLAS GEMM into z, then bias and activation element-wise
-  cublas_mm_into(op, z, x2, w.t());
+  blas_mm_into(op, z, x2, w.t());
   if (b.defined() || act != Activation::none) {
     linear_cuda_epilogue(op, z, b, want_pre ? z.data_ptr() : nullptr, out.data_ptr(), act);
   }
@@ -268,14 +270,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cuda(
     dx = at::empty(x.sizes(), x.options());
     if (dx.numel() > 0) {
       if (n == 0) dx.zero_();
-      else cublas_mm_into(op, dx.view({m, kdim}), dz, weight);
+      else blas_mm_into(op, dx.view({m, kdim}), dz, weight);
     }
   }
   if (weight_grad) {
     dw = at::empty({n, kdim}, x.options());
     if (dw.numel() > 0) {
       if (m == 0) dw.zero_();
-      else cublas_mm_into(op, dw, dz.t(), x.reshape({m, kdim}));
+      else blas_mm_into(op, dw, dz.t(), x.reshape({m, kdim}));
     }
   }
   return {dx, dw, db};

@@ -1,4 +1,4 @@
-// CUDA glue for matmul: checks, the batch layout, then cuBLAS straight into the output (cuda/cublas_gemm.h).
+// CUDA glue for matmul: checks, the batch layout, then cuBLAS straight into the output (cuda/blas_gemm.h).
 // Broadcast batch dims are never materialized where a stride describes them:
 //   - b without a batch of its own and a whose (batch, M) rows collapse to one stride: one (B*M, K) @ (K, N);
 //   - batch dims that collapse to one stride each (stride 0 for broadcast ones): one strided-batched GEMM;
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/cuda_launch.h"
-#include "cuda/cublas_gemm.h"
+#include "cuda/blas_gemm.h"
 #include "ops/matmul.h"
 
 namespace yirage {
@@ -50,7 +50,7 @@ at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b) {
   // b shared by every output matrix: its batch folds into the rows of one product
   if (b.numel() == k * n) {
     if (auto a2 = matmul_cuda_view(a.expand(a_sizes), {nbatch * m, k})) {
-      cublas_mm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
+      blas_mm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
       return out;
     }
   }
@@ -60,9 +60,9 @@ at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b) {
   if (!a3) a3 = ae.reshape({nbatch, m, k});  // a copy: the batch dims do not collapse to one stride
   if (!b3) b3 = be.reshape({nbatch, k, n});
   at::Tensor ha, hb;
-  CublasOperand oa = cublas_operand(*a3, &ha), ob = cublas_operand(*b3, &hb);
+  BlasOperand oa = blas_operand(*a3, &ha), ob = blas_operand(*b3, &hb);
   if (nbatch == 1) oa.batch_stride = ob.batch_stride = 0;
-  cublas_gemm_rowmajor(op, a.scalar_type(), nbatch, m, n, k, oa, ob, out.data_ptr(), n, m * n);
+  blas_gemm_rowmajor(op, a.scalar_type(), nbatch, m, n, k, oa, ob, out.data_ptr(), n, m * n);
   return out;
 }
 

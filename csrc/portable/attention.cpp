@@ -104,8 +104,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_portable(
     dq += at::matmul(ds, kf.narrow(2, j0, n)) * scale;
     dk.narrow(2, j0, n).copy_(at::matmul(ds.transpose(-1, -2), qg) * scale);
   }
-  return {dq.reshape(q.sizes()).to(q.scalar_type()).contiguous(), dk.to(q.scalar_type()),
-          dv.to(q.scalar_type())};
+  return {dq.reshape(q.sizes()).to(q.scalar_type()).contiguous(), dk.to(q.scalar_type()).contiguous(),
+          dv.to(q.scalar_type()).contiguous()};  // contiguous, as the schema (and the Meta kernel) says
 }
 
 void register_attention_kernels(PortableKernels& k) {

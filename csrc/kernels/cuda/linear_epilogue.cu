@@ -17,7 +17,7 @@ namespace {
 template <typename A>
 __device__ __forceinline__ A linear_act(Activation act, A z) {
   switch (act) {
-    case Activation::relu: return z > A(0) ? z : A(0);
+    case Activation::relu: return z < A(0) ? A(0) : z;  // NaN stays NaN, as torch.relu
     case Activation::gelu: return A(0.5) * z * (A(1) + erf(z * A(0.70710678118654752440)));
     case Activation::gelu_tanh: {
       const A inner = A(0.79788456080286535588) * (z + A(0.044715) * z * z * z);

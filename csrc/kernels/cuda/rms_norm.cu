@@ -407,7 +407,8 @@ cudaError_t bwd_launch(const RmsNormBackward& p, cudaStream_t stream) {
   const BwdPlan b = bwd_plan<T>(p);
   if (p.grad_weight && p.workspace == nullptr) return cudaErrorInvalidValue;
   if (b.rp.regs) {
-    bwd_regs_kernel<T>(b.rp.nv)<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr);
+    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);  // a named kernel: hipify cannot rewrite f(x)<<<...>>>
+    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr);
   } else if (b.vec) {
     rms_bwd_general<T, V><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
   } else {
