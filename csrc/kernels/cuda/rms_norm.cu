@@ -40,14 +40,6 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
   const int64_t nvec = p.cols / V;
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
-  // A thread touches the same columns in every row: its slice of the weight is loaded once, before the row
-  // loop (the grid is persistent), instead of every block re-reading the whole weight from L2 for each row.
-  Vec<T, V> wv[NV];
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int64_t j = int64_t(k) * tpr + lane;
-    if (w && j < nvec) wv[k] = load_vec<T, V>(w + j * V);
-  }
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
@@ -79,8 +71,9 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
       if (live && j < nvec) {
         Vec<T, V> o;
         if (w) {
+          const Vec<T, V> b = load_vec<T, V>(w + j * V);
 #pragma unroll
-          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(to_acc(h[k].v[e]) * rstd * to_acc(wv[k].v[e]));
+          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(to_acc(h[k].v[e]) * rstd * to_acc(b.v[e]));
         } else {
 #pragma unroll
           for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(to_acc(h[k].v[e]) * rstd);
@@ -152,18 +145,13 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
     if (rp.regs) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
-      auto kernel = rms_fwd_regs<T, 8, kRes>;
+      const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
       switch (rp.nv) {
-        case 1: kernel = rms_fwd_regs<T, 1, kRes>; break;
-        case 2: kernel = rms_fwd_regs<T, 2, kRes>; break;
-        case 4: kernel = rms_fwd_regs<T, 4, kRes>; break;
-        default: break;
+        case 1: rms_fwd_regs<T, 1, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
+        case 2: rms_fwd_regs<T, 2, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
+        case 4: rms_fwd_regs<T, 4, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
+        default: rms_fwd_regs<T, 8, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
       }
-      // persistent: as many blocks as fit on the GPU at once (each keeps its weight slice in registers)
-      const int64_t cap = norm::sm_count() * int64_t(norm::blocks_per_sm(kernel, rp.block, 0));
-      const int64_t blocks = groups < cap ? groups : (cap > 0 ? cap : groups);
-      const dim3 grid(unsigned(blocks < norm::kMaxGrid ? blocks : norm::kMaxGrid));
-      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
   }
