@@ -61,14 +61,16 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       }
     }
     group_sum<1>(s, tpr, smem);
-    const A mean = shift + s[0] * inv_n;
+    // centred as (x - x[0]) - dm: x - mean with the mean rounded to fp32 would lose the digits below the
+    // offset's ulp (1e-3 at 1e4)
+    const A dm = s[0] * inv_n;
     s[0] = A(0);
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) { const A d = to_acc(xv[k].v[e]) - mean; s[0] += d * d; }
+        for (int e = 0; e < V; ++e) { const A d = (to_acc(xv[k].v[e]) - shift) - dm; s[0] += d * d; }
       }
     }
     group_sum<1>(s, tpr, smem);
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       if (live && j < nvec) {
         A o[V];
 #pragma unroll
-        for (int e = 0; e < V; ++e) o[e] = (to_acc(xv[k].v[e]) - mean) * rstd;
+        for (int e = 0; e < V; ++e) o[e] = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
         if (w) {
           const Vec<T, V> b = load_vec<T, V>(w + j * V);
 #pragma unroll
@@ -122,7 +124,6 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
     const A dm = s[0] * inv_n;
     A var = s[1] * inv_n - dm * dm;
     var = var > A(0) ? var : A(0);
-    const A mean = shift + dm;
     const A rstd = A(1) / sqrt(var + A(p.eps));
     T* y = static_cast<T*>(p.out) + row * p.cols;
     for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
       if (bias) bb = load_vec<T, V>(bias + i * V);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        A f = (to_acc(a.v[e]) - mean) * rstd;
+        A f = ((to_acc(a.v[e]) - shift) - dm) * rstd;
         if (w) f *= to_acc(bw.v[e]);
         if (bias) f += to_acc(bb.v[e]);
         o.v[e] = from_acc<T>(f);
@@ -252,7 +253,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
       }
     }
     group_sum<1>(m, tpr, smem);
-    const A mean = shift + m[0] * inv_n;
+    const A dm = m[0] * inv_n;  // x - mean as (x - x[0]) - dm, as the forward
     A s[3] = {A(0), A(0), A(0)};  // sum (x-mean)^2, sum g*w, sum g*w*(x-mean)
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
         if (w) b = load_vec<T, V>(w + j * V);
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-          const A d = to_acc(xv[k].v[e]) - mean;
+          const A d = (to_acc(xv[k].v[e]) - shift) - dm;
           const A gw = w ? to_acc(gv[k].v[e]) * to_acc(b.v[e]) : to_acc(gv[k].v[e]);
           s[0] += d * d;
           s[1] += gw;
@@ -285,7 +286,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           const A gf = to_acc(gv[k].v[e]);
-          const A xhat = (to_acc(xv[k].v[e]) - mean) * rstd;
+          const A xhat = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
           const A gw = w ? gf * to_acc(b.v[e]) : gf;
           o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
           dw[k][e] += gf * xhat;
@@ -341,7 +342,6 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
     const A dm = s[0] * inv_n;
     A var = s[1] * inv_n - dm * dm;
     var = var > A(0) ? var : A(0);
-    const A mean = shift + dm;
     const A rstd = A(1) / sqrt(var + A(p.eps));
     const A mean_gw = s[2] * inv_n;
     const A mean_gwx = rstd * (s[3] * inv_n - dm * mean_gw);  // mean(g*w*xhat)
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const A gf = to_acc(g.v[e]);
-        const A xhat = (to_acc(a.v[e]) - mean) * rstd;
+        const A xhat = ((to_acc(a.v[e]) - shift) - dm) * rstd;
         const A gw = w ? gf * to_acc(b.v[e]) : gf;
         o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
         // this thread's own columns of its block's partial rows: no other thread touches them
