@@ -13,6 +13,9 @@ from yirage_ext._loader import native_module
 from yirage_ext.testing.inputs import default_device
 
 ISAS = ("generic", "avx2", "avx512")
+# YIRAGE_TEST_ISAS=best: the tests that run once per CPU kernel variant run only with the best variant this CPU
+# supports (a second build of the same CPU sources, as the CUDA build check makes, need not repeat the others).
+ONLY_BEST_ISA = os.environ.get("YIRAGE_TEST_ISAS", "all") == "best"
 
 
 def pytest_report_header(config):
@@ -42,6 +45,8 @@ def device(request):
 def _use_isa(isa):
     mod = native_module()
     best = mod.cpu_best_isa()
+    if ONLY_BEST_ISA and isa != best:
+        pytest.skip(f"YIRAGE_TEST_ISAS=best: only the {best!r} CPU kernel variant is tested in this run")
     if ISAS.index(isa) > ISAS.index(best):
         pytest.skip(f"this CPU supports CPU kernel variants up to {best!r}, not {isa!r}")
     before = mod.cpu_isa()
