@@ -18,7 +18,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean cpp-example cuda-check hip-check
+.PHONY: demo test install wheel bench clean cpp-example cuda-wheel cuda-test cuda-check hip-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -78,12 +78,17 @@ $(CUDA_DEPS):
 	$(CUDA_PY) -m pip install --quiet "torch==$(CUDA_TORCH_VERSION)" ninja pytest numpy expecttest setuptools wheel
 	touch $@
 
-cuda-check: $(CUDA_DEPS)
-	rm -rf build/cuda-dist
+# cuda-wheel builds from a copy of the tree (build/cuda-src), so it can run beside `make test` (which builds in
+# the tree itself); cuda-test installs that wheel and checks it; cuda-check is both.
+cuda-wheel: $(CUDA_DEPS)
+	rm -rf build/cuda-src build/cuda-dist && mkdir -p build/cuda-src
+	tar --exclude=./build --exclude=./dist --exclude='./.venv*' --exclude=./.git -cf - . | tar -xf - -C build/cuda-src
 	@start=$$(date +%s); \
-	CUDA_HOME=$(CUDA_HOME) TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" YIRAGE_EXT_FORCE_CUDA=1 \
-		$(CUDA_PY) -m pip wheel --quiet --no-build-isolation --no-deps --wheel-dir build/cuda-dist . ; \
-	echo "cuda-check: CUDA build took $$(( $$(date +%s) - start )) s"
+	cd build/cuda-src && CUDA_HOME=$(CUDA_HOME) TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" YIRAGE_EXT_FORCE_CUDA=1 \
+		../../$(CUDA_PY) -m pip wheel --quiet --no-build-isolation --no-deps --wheel-dir ../cuda-dist . && \
+	echo "cuda-wheel: CUDA build took $$(( $$(date +%s) - start )) s"
+
+cuda-test: $(CUDA_DEPS)
 	$(CUDA_PY) -m pip install --quiet --force-reinstall --no-deps build/cuda-dist/yirage_ext-*.whl
 	cd build && ../$(CUDA_PY) -I -c "import torch, yirage_ext; \
 		info = yirage_ext.load_info(); \
@@ -93,6 +98,9 @@ cuda-check: $(CUDA_DEPS)
 		assert not missing, f'no CUDA kernel for {missing}'; \
 		print('cuda-check: torch', torch.__version__, '- CUDA kernels registered for every op but attention')"
 	YIRAGE_TEST_ISAS=best $(CUDA_VENV)/bin/pytest tests $(CUDA_CHECK_PYTEST_ARGS)
+
+cuda-check: cuda-wheel
+	$(MAKE) cuda-test
 
 # HIP_PLATFORM=amd: Debian's hipcc would pick nvcc where it finds one. HIP_ARCH: the --offload-arch compiled for.
 HIP_ARCH ?= gfx90a
