@@ -18,7 +18,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench clean cpp-example cuda-wheel cuda-test cuda-check hip-check
+.PHONY: demo test install wheel bench bench-cuda clean cpp-example cuda-wheel cuda-test cuda-check hip-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,30 @@ test: install
 BENCH_ARGS ?=
 bench: install
 	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS); done
+
+# The CUDA grid on the visible GPU, one report: benchmarks/results/cuda-<gpu>-<date>.md. Memory-bound ops at
+# 16384x4096, 65536x1024 and 4096x8192 (bf16, fp32), forward+backward, small shapes (latency), RoPE, GEMM; ours vs
+# eager, torch.compile and Liger (when installed) in the same run. BENCH_PY: the Python to run it with (a GPU
+# machine's own, e.g. BENCH_PY=python3; the default is the CPU venv's).
+BENCH_PY ?= $(PY)
+CUDA_GRID := $(BENCH_PY) -m yirage_ext.bench --device cuda --providers yirage torch compile liger --progress never
+bench-cuda:
+	@set -e; rc=0; tmp=$$(mktemp -d); \
+	gpu=$$($(BENCH_PY) -c "import re, torch; print(re.sub('[^a-z0-9]+', '-', torch.cuda.get_device_name().lower()).strip('-'))"); \
+	out=benchmarks/results/cuda-$$gpu-$$(date +%F); \
+	$(CUDA_GRID) --ops rms_norm fused_add_rms_norm layer_norm softmax log_softmax silu_and_mul gelu_and_mul gelu \
+		--dtype bfloat16 float32 --shapes 16384x4096 65536x1024 4096x8192 --markdown $$tmp/1.md --csv $$tmp/1.csv; \
+	$(CUDA_GRID) --ops rms_norm layer_norm softmax silu_and_mul --dtype bfloat16 float32 --backward \
+		--shapes 16384x4096 4096x8192 --markdown $$tmp/2.md --csv $$tmp/2.csv; \
+	$(CUDA_GRID) --ops rms_norm softmax silu_and_mul --dtype bfloat16 --shapes 1x4096 8x4096 64x4096 \
+		--markdown $$tmp/3.md --csv $$tmp/3.csv; \
+	$(CUDA_GRID) --ops rotary_embedding matmul linear --dtype bfloat16 float32 \
+		--shapes rotary_embedding:16384x32x8x128 rotary_embedding:4096x32x8x128 matmul:2048x2048x2048 \
+		matmul:4096x4096x4096 matmul:8192x8192x8192 linear:4096x4096x4096 linear:64x4096x4096 linear:1x4096x4096 \
+		--markdown $$tmp/4.md --csv $$tmp/4.csv; \
+	cat $$tmp/1.md $$tmp/2.md $$tmp/3.md $$tmp/4.md > $$out.md; cat $$tmp/1.csv > $$out.csv; \
+	for f in 2 3 4; do tail -n +2 $$tmp/$$f.csv >> $$out.csv; done; \
+	rm -rf $$tmp; echo "bench-cuda: wrote $$out.md and $$out.csv"; exit $$rc
 
 # The C++ (LibTorch) example: CMake finds torch through the venv's torch (its cmake prefix), Ninja builds,
 # ccache is used when present. CPP_BUILD_DIR keeps its objects between runs.
