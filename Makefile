@@ -60,15 +60,15 @@ bench-cuda:
 	gpu=$$($(BENCH_PY) -c "import re, torch; print(re.sub('[^a-z0-9]+', '-', torch.cuda.get_device_name().lower()).strip('-'))"); \
 	out=benchmarks/results/cuda-$$gpu-$$(date +%F); \
 	$(CUDA_GRID) --ops rms_norm fused_add_rms_norm layer_norm softmax log_softmax silu_and_mul gelu_and_mul gelu \
-		--dtype bfloat16 float32 --shapes 16384x4096 65536x1024 4096x8192 --markdown $$tmp/1.md --csv $$tmp/1.csv; \
+		--dtype bfloat16 float32 --shapes 16384x4096 65536x1024 4096x8192 --markdown $$tmp/1.md --csv $$tmp/1.csv || rc=1; \
 	$(CUDA_GRID) --ops rms_norm layer_norm softmax silu_and_mul --dtype bfloat16 float32 --backward \
-		--shapes 16384x4096 4096x8192 --markdown $$tmp/2.md --csv $$tmp/2.csv; \
+		--shapes 16384x4096 4096x8192 --markdown $$tmp/2.md --csv $$tmp/2.csv || rc=1; \
 	$(CUDA_GRID) --ops rms_norm softmax silu_and_mul --dtype bfloat16 --shapes 1x4096 8x4096 64x4096 \
-		--markdown $$tmp/3.md --csv $$tmp/3.csv; \
+		--markdown $$tmp/3.md --csv $$tmp/3.csv || rc=1; \
 	$(CUDA_GRID) --ops rotary_embedding matmul linear --dtype bfloat16 float32 \
 		--shapes rotary_embedding:16384x32x8x128 rotary_embedding:4096x32x8x128 matmul:2048x2048x2048 \
 		matmul:4096x4096x4096 matmul:8192x8192x8192 linear:4096x4096x4096 linear:64x4096x4096 linear:1x4096x4096 \
-		--markdown $$tmp/4.md --csv $$tmp/4.csv; \
+		--markdown $$tmp/4.md --csv $$tmp/4.csv || rc=1; \
 	cat $$tmp/1.md $$tmp/2.md $$tmp/3.md $$tmp/4.md > $$out.md; cat $$tmp/1.csv > $$out.csv; \
 	for f in 2 3 4; do tail -n +2 $$tmp/$$f.csv >> $$out.csv; done; \
 	rm -rf $$tmp; echo "bench-cuda: wrote $$out.md and $$out.csv"; exit $$rc
