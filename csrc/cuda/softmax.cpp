@@ -4,10 +4,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
-#include <optional>
-
 #include "common/cuda_launch.h"
-#include "common/rows.h"
 #include "kernels/cuda/softmax.h"
 #include "ops/softmax.h"
 
@@ -16,66 +13,13 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-// t as (outer, dim, inner) with inner contiguous: the tensor to read and its outer and dim strides.
-struct SoftmaxCudaView {
-  at::Tensor tensor;
-  int64_t outer_stride = 0, dim_stride = 0;
-};
-
-// The one stride that walks dims [begin, end) of t as a single flattened index (size-1 dims ignored;
-// 0 when all have size 1), or none when their strides do not nest.
-std::optional<int64_t> softmax_cuda_flat_stride(const at::Tensor& t, int64_t begin, int64_t end) {
-  std::optional<int64_t> stride;
-  int64_t next = 0;
-  for (int64_t d = end - 1; d >= begin; --d) {
-    if (t.size(d) == 1) continue;
-    if (!stride) {
-      stride = t.stride(d);
-      next = t.stride(d) * t.size(d);
-    } else if (t.stride(d) == next) {
-      next *= t.size(d);
-    } else {
-      return std::nullopt;
-    }
-  }
-  return stride.value_or(0);
-}
-
-// Read in place where the layout allows (slices, padded rows, broadcast outer or dim strides); otherwise a
-// contiguous copy. inner == 1 (dim is the last non-trivial dim; 0-dim x included) is the row case of
-// as_rows.
-SoftmaxCudaView softmax_cuda_view(const at::Tensor& t, int64_t dim, int64_t inner) {
-  if (inner == 1) {
-    const Rows r = as_rows(t.flatten(dim));  // a view: trailing dims have size 1
-    return {r.tensor, r.stride, 1};
-  }
-  const auto outer = softmax_cuda_flat_stride(t, 0, dim), in = softmax_cuda_flat_stride(t, dim + 1, t.dim());
-  if (outer && in && *in == 1) return {t, *outer, t.stride(dim)};
-  const int64_t d = t.size(dim);
-  return {t.contiguous(), d * inner, inner};
-}
-
-struct SoftmaxCudaShape {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
-
-SoftmaxCudaShape softmax_cuda_shape(const at::Tensor& t, int64_t dim) {
-  SoftmaxCudaShape s;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d < dim) s.outer *= t.size(d);
-    else if (d == dim) s.dim = t.size(d);
-    else s.inner *= t.size(d);
-  }
-  return s;
-}
-
 at::Tensor softmax_cuda_impl(const char* op, const at::Tensor& x, int64_t dim, bool log) {
   dim = check_softmax(op, x, dim);
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return y;
-  const SoftmaxCudaShape s = softmax_cuda_shape(x, dim);
-  const SoftmaxCudaView xv = softmax_cuda_view(x, dim, s.inner);
+  const SoftmaxShape s = softmax_shape(x, dim);
+  const SoftmaxView xv = softmax_view(x, dim, s.inner);
   kc::SoftmaxForward p;
   p.x = xv.tensor.const_data_ptr();
   p.x_outer_stride = xv.outer_stride;
@@ -96,8 +40,8 @@ at::Tensor softmax_cuda_backward_impl(const char* op, const at::Tensor& grad_out
   const c10::cuda::CUDAGuard guard(out.device());
   at::Tensor dx = at::empty(out.sizes(), out.options());
   if (out.numel() == 0) return dx;
-  const SoftmaxCudaShape s = softmax_cuda_shape(out, dim);
-  const SoftmaxCudaView gv = softmax_cuda_view(grad_out, dim, s.inner), ov = softmax_cuda_view(out, dim, s.inner);
+  const SoftmaxShape s = softmax_shape(out, dim);
+  const SoftmaxView gv = softmax_view(grad_out, dim, s.inner), ov = softmax_view(out, dim, s.inner);
   kc::SoftmaxBackward p;
   p.grad_out = gv.tensor.const_data_ptr();
   p.grad_out_outer_stride = gv.outer_stride;
