@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <vector>
 
 #include "common/cpu_memory.h"
 #include "cpu/gemm.h"
@@ -27,13 +26,6 @@ namespace {
 // Products under 2^20 multiply-adds run one per thread (single-threaded BLAS); larger ones one at a time
 // with BLAS threads.
 constexpr int64_t kSmallProduct = int64_t{1} << 20;
-
-// t as a view of `shape` when its strides allow one (broadcast stride-0 dims included), else nothing.
-std::optional<at::Tensor> view_as(const at::Tensor& t, at::IntArrayRef shape) {
-  auto strides = at::detail::computeStride(t.sizes(), t.strides(), shape);
-  if (!strides) return std::nullopt;
-  return t.as_strided(shape, *strides, t.storage_offset());
-}
 
 // The matrix at flat batch index i of t (batch dims, then 2 matrix dims; expanded strides allowed).
 at::Tensor matrix_at(const at::Tensor& t, int64_t i) {
@@ -48,33 +40,24 @@ at::Tensor matrix_at(const at::Tensor& t, int64_t i) {
 at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "matmul";
   check_matmul(op, a, b);
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  const std::vector<int64_t> batch =
-      at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
-  int64_t nbatch = 1;
-  for (int64_t s : batch) nbatch *= s;
-  std::vector<int64_t> out_sizes = batch, a_sizes = batch, b_sizes = batch;
-  out_sizes.insert(out_sizes.end(), {m, n});
-  a_sizes.insert(a_sizes.end(), {m, k});
-  b_sizes.insert(b_sizes.end(), {k, n});
-  at::Tensor out = at::empty(out_sizes, a.options());
+  const MatmulShape shape = matmul_shape(a, b);
+  const int64_t m = shape.m, k = shape.k, n = shape.n, nbatch = shape.nbatch;
+  at::Tensor out = at::empty(shape.out_sizes, a.options());
   if (out.numel() == 0) return out;
   if (k == 0) return out.zero_();
   advise_huge_pages(out);
 
   // b shared by every output matrix: its batch folds into the rows of one product
-  if (b.numel() == k * n) {
-    if (auto a2 = view_as(a.expand(a_sizes), {nbatch * m, k})) {
-      gemm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
-      return out;
-    }
+  if (auto a2 = matmul_shared_b_rows(a, b, shape)) {
+    gemm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
+    return out;
   }
   const bool via_fp32 = gemm_via_fp32(a, b);
-  const at::Tensor ae = (via_fp32 ? to_fp32(a) : a).expand(a_sizes);
-  const at::Tensor be = (via_fp32 ? to_fp32(b) : b).expand(b_sizes);
+  const at::Tensor ae = (via_fp32 ? to_fp32(a) : a).expand(shape.a_sizes);
+  const at::Tensor be = (via_fp32 ? to_fp32(b) : b).expand(shape.b_sizes);
   if (!via_fp32) {
-    auto a3 = view_as(ae, {nbatch, m, k});
-    auto b3 = view_as(be, {nbatch, k, n});
+    auto a3 = matmul_view_as(ae, {nbatch, m, k});
+    auto b3 = matmul_view_as(be, {nbatch, k, n});
     if (a3 && b3) {
       at::Tensor out3 = out.view({nbatch, m, n});
       at::cpu::bmm_out(out3, *a3, *b3);

@@ -11,7 +11,6 @@
 #include <torch/library.h>
 
 #include <optional>
-#include <vector>
 
 #include "common/cuda_launch.h"
 #include "cuda/blas_gemm.h"
@@ -20,13 +19,6 @@
 namespace yirage {
 namespace {
 
-// t as a view of `shape` when its strides allow one (broadcast stride-0 dims included), else nothing.
-std::optional<at::Tensor> matmul_cuda_view(const at::Tensor& t, at::IntArrayRef shape) {
-  auto strides = at::detail::computeStride(t.sizes(), t.strides(), shape);
-  if (!strides) return std::nullopt;
-  return t.as_strided(shape, *strides, t.storage_offset());
-}
-
 at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "matmul";
   check_matmul(op, a, b);
@@ -34,29 +26,20 @@ at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_TYPE(a.scalar_type() == at::kFloat || a.scalar_type() == at::kHalf ||
                        a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kDouble,
                    "yirage.", op, ": no CUDA kernel for dtype ", dtype_name(a.scalar_type()));
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  const std::vector<int64_t> batch =
-      at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
-  int64_t nbatch = 1;
-  for (int64_t s : batch) nbatch *= s;
-  std::vector<int64_t> out_sizes = batch, a_sizes = batch, b_sizes = batch;
-  out_sizes.insert(out_sizes.end(), {m, n});
-  a_sizes.insert(a_sizes.end(), {m, k});
-  b_sizes.insert(b_sizes.end(), {k, n});
-  at::Tensor out = at::empty(out_sizes, a.options());
+  const MatmulShape shape = matmul_shape(a, b);
+  const int64_t m = shape.m, k = shape.k, n = shape.n, nbatch = shape.nbatch;
+  at::Tensor out = at::empty(shape.out_sizes, a.options());
   if (out.numel() == 0) return out;
   if (k == 0) return out.zero_();
 
   // b shared by every output matrix: its batch folds into the rows of one product
-  if (b.numel() == k * n) {
-    if (auto a2 = matmul_cuda_view(a.expand(a_sizes), {nbatch * m, k})) {
-      blas_mm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
-      return out;
-    }
+  if (auto a2 = matmul_shared_b_rows(a, b, shape)) {
+    blas_mm_into(op, out.view({nbatch * m, n}), *a2, b.reshape({k, n}));
+    return out;
   }
-  const at::Tensor ae = a.expand(a_sizes), be = b.expand(b_sizes);
-  std::optional<at::Tensor> a3 = matmul_cuda_view(ae, {nbatch, m, k});
-  std::optional<at::Tensor> b3 = matmul_cuda_view(be, {nbatch, k, n});
+  const at::Tensor ae = a.expand(shape.a_sizes), be = b.expand(shape.b_sizes);
+  std::optional<at::Tensor> a3 = matmul_view_as(ae, {nbatch, m, k});
+  std::optional<at::Tensor> b3 = matmul_view_as(be, {nbatch, k, n});
   if (!a3) a3 = ae.reshape({nbatch, m, k});  // a copy: the batch dims do not collapse to one stride
   if (!b3) b3 = be.reshape({nbatch, k, n});
   at::Tensor ha, hb;

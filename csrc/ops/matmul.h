@@ -1,8 +1,13 @@
-// matmul: the argument checks every backend runs (CPU, CUDA, portable, Meta), and the output shape.
+// matmul: the argument checks every backend runs (CPU, CUDA, portable, Meta), the output shape, and the
+// batch folding (sizes, views) that the CPU and CUDA glue share.
 #pragma once
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <vector>
 
 #include "common/checks.h"
 
@@ -38,6 +43,42 @@ inline c10::SymDimVector matmul_out_sizes(const at::Tensor& a, const at::Tensor&
   out.push_back(a.sym_size(-2));
   out.push_back(b.sym_size(-1));
   return out;
+}
+
+// The sizes of a product: (M, K) @ (K, N) over the broadcast batch dims, and the shapes a and b expand to.
+struct MatmulShape {
+  int64_t m = 0, k = 0, n = 0, nbatch = 1;
+  std::vector<int64_t> batch, out_sizes, a_sizes, b_sizes;  // batch + (M, N), + (M, K), + (K, N)
+};
+
+inline MatmulShape matmul_shape(const at::Tensor& a, const at::Tensor& b) {
+  MatmulShape s;
+  s.m = a.size(-2);
+  s.k = a.size(-1);
+  s.n = b.size(-1);
+  s.batch = at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
+  for (int64_t x : s.batch) s.nbatch *= x;
+  s.out_sizes = s.a_sizes = s.b_sizes = s.batch;
+  s.out_sizes.insert(s.out_sizes.end(), {s.m, s.n});
+  s.a_sizes.insert(s.a_sizes.end(), {s.m, s.k});
+  s.b_sizes.insert(s.b_sizes.end(), {s.k, s.n});
+  return s;
+}
+
+// t as a view of `shape` when its strides allow one (broadcast stride-0 dims included), else nothing.
+inline std::optional<at::Tensor> matmul_view_as(const at::Tensor& t, at::IntArrayRef shape) {
+  auto strides = at::detail::computeStride(t.sizes(), t.strides(), shape);
+  if (!strides) return std::nullopt;
+  return t.as_strided(shape, *strides, t.storage_offset());
+}
+
+// b shared by every output matrix (no batch of its own): a's (batch, M) rows as one (B*M, K) view, when
+// they collapse to one stride; the product is then one (B*M, K) @ b.reshape({K, N}) into
+// out.view({B*M, N}).
+inline std::optional<at::Tensor> matmul_shared_b_rows(const at::Tensor& a, const at::Tensor& b,
+                                                      const MatmulShape& s) {
+  if (b.numel() != s.k * s.n) return std::nullopt;
+  return matmul_view_as(a.expand(s.a_sizes), {s.nbatch * s.m, s.k});
 }
 
 }  // namespace yirage
