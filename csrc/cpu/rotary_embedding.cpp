@@ -5,7 +5,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
-#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -22,57 +21,12 @@ namespace {
 namespace kcpu = kernels::cpu;
 using OptTensor = std::optional<at::Tensor>;
 
-// The stride of dims [0, lead) of t collapsed into one index, if they collapse (size-1 dims are skipped,
-// broadcast stride-0 dims collapse with each other).
-bool collapse_leading(const at::Tensor& t, int64_t lead, int64_t* stride) {
-  int64_t next = -1;
-  *stride = 0;
-  for (int64_t d = lead - 1; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (next < 0) {
-      *stride = t.stride(d);
-      next = t.stride(d) * t.size(d);
-    } else if (t.stride(d) == next) {
-      next *= t.size(d);
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-// A tensor as (batch, <dims>, last) with a contiguous last dim and one stride for the collapsed leading
-// dims: the tensor itself where its layout allows, else a contiguous copy. `inner` = dims after batch.
-struct Strided {
-  at::Tensor t;
-  int64_t stride_b = 0;
-};
-
-Strided strided(const at::Tensor& x, int64_t inner) {
-  int64_t sb = 0;
-  if ((x.size(-1) <= 1 || x.stride(-1) == 1) && collapse_leading(x, x.dim() - inner, &sb)) return {x, sb};
-  at::Tensor c = x.contiguous();
-  collapse_leading(c, c.dim() - inner, &sb);
-  return {c, sb};
-}
-
-// cos/sin broadcast to x's (..., S, R/2): stride 0 over the leading dims they lack or have as 1.
-Strided table(const at::Tensor& t, const at::Tensor& x) {
-  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 2);
-  sizes.push_back(t.size(-1));
-  return strided(t.expand(sizes), 2);
-}
-
-int64_t leading_tokens(const at::Tensor& x) {  // the product of (..., S)
-  return c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 2);
-}
-
 // Shapes, dtypes and tables; x is q (or what stands for it in backward).
-kcpu::RotaryParams base_params(const char* op, const at::Tensor& x, const Strided& cos, const Strided& sin,
-                            bool interleaved) {
+kcpu::RotaryParams base_params(const char* op, const at::Tensor& x, const RotaryStrided& cos,
+                               const RotaryStrided& sin, bool interleaved) {
   kcpu::RotaryParams p;
   p.seq = x.size(-3);
-  p.batch = p.seq > 0 ? leading_tokens(x) / p.seq : 0;
+  p.batch = p.seq > 0 ? rotary_tokens(x) / p.seq : 0;
   p.head_dim = x.size(-1);
   p.half = cos.t.size(-1);
   p.interleaved = interleaved;
@@ -87,7 +41,7 @@ kcpu::RotaryParams base_params(const char* op, const at::Tensor& x, const Stride
   return p;
 }
 
-void set_input(kcpu::RotaryInput& in, const Strided& x, const at::Tensor& out) {
+void set_input(kcpu::RotaryInput& in, const RotaryStrided& x, const at::Tensor& out) {
   in.x = x.t.const_data_ptr();
   in.heads = x.t.size(-2);
   in.stride_b = x.stride_b;
@@ -96,7 +50,7 @@ void set_input(kcpu::RotaryInput& in, const Strided& x, const at::Tensor& out) {
   in.out = out.data_ptr();
 }
 
-void set_saved(kcpu::RotaryInput& in, const Strided& x) {
+void set_saved(kcpu::RotaryInput& in, const RotaryStrided& x) {
   in.saved = x.t.const_data_ptr();
   in.saved_stride_b = x.stride_b;
   in.saved_stride_s = x.t.stride(-3);
@@ -116,7 +70,8 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding_cpu(const at::Tensor& q, con
   check_rotary_embedding(op, q, k, cos, sin);
   at::Tensor out_q = empty_like_huge(q), out_k = empty_like_huge(k);
   if (out_q.numel() == 0 && out_k.numel() == 0) return {out_q, out_k};
-  const Strided qv = strided(q, 3), kv = strided(k, 3), cv = table(cos, q), sv = table(sin, q);
+  const RotaryStrided qv = rotary_strided(q, 3), kv = rotary_strided(k, 3);
+  const RotaryStrided cv = rotary_table(cos, q), sv = rotary_table(sin, q);
   kcpu::RotaryParams p = base_params(op, q, cv, sv, interleaved);
   set_input(p.q, qv, out_q);
   set_input(p.k, kv, out_k);
@@ -138,24 +93,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
     return {dq, dk, cos_sin_grad ? at::zeros(cos.sizes(), cos.options()) : no_grad(),
             cos_sin_grad ? at::zeros(sin.sizes(), sin.options()) : no_grad()};
   }
-  const int64_t tokens = leading_tokens(*ref), half = cos.size(-1);
+  const int64_t tokens = rotary_tokens(*ref), half = cos.size(-1);
   // per-token cos/sin gradients, summed over the broadcast leading dims below (1/(2H) of the inputs' size)
   const auto acc = cos.options().dtype(ref->scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
   at::Tensor gcos = cos_sin_grad ? at::empty({tokens, half}, acc) : at::Tensor();
   at::Tensor gsin = cos_sin_grad ? at::empty({tokens, half}, acc) : at::Tensor();
   if (tokens > 0) {
-    const Strided cv = table(cos, *ref), sv = table(sin, *ref);
+    const RotaryStrided cv = rotary_table(cos, *ref), sv = rotary_table(sin, *ref);
     kcpu::RotaryParams p = base_params(op, *ref, cv, sv, interleaved);
-    Strided gqv, gkv, qv, kv;
+    RotaryStrided gqv, gkv, qv, kv;
     if (has(grad_q)) {
-      gqv = strided(*grad_q, 3);
+      gqv = rotary_strided(*grad_q, 3);
       set_input(p.q, gqv, dq);
-      if (cos_sin_grad) set_saved(p.q, qv = strided(*q, 3));
+      if (cos_sin_grad) set_saved(p.q, qv = rotary_strided(*q, 3));
     }
     if (has(grad_k)) {
-      gkv = strided(*grad_k, 3);
+      gkv = rotary_strided(*grad_k, 3);
       set_input(p.k, gkv, dk);
-      if (cos_sin_grad) set_saved(p.k, kv = strided(*k, 3));
+      if (cos_sin_grad) set_saved(p.k, kv = rotary_strided(*k, 3));
     }
     p.grad_cos = cos_sin_grad ? gcos.data_ptr() : nullptr;
     p.grad_sin = cos_sin_grad ? gsin.data_ptr() : nullptr;

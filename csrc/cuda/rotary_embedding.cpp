@@ -5,7 +5,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
-#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -20,56 +19,11 @@ namespace {
 
 namespace kcu = kernels::cuda;
 
-// The stride of dims [0, lead) of t collapsed into one index, if they collapse (size-1 dims are skipped,
-// broadcast stride-0 dims collapse with each other).
-bool rotary_cuda_collapse(const at::Tensor& t, int64_t lead, int64_t* stride) {
-  int64_t next = -1;
-  *stride = 0;
-  for (int64_t d = lead - 1; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (next < 0) {
-      *stride = t.stride(d);
-      next = t.stride(d) * t.size(d);
-    } else if (t.stride(d) == next) {
-      next *= t.size(d);
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-struct RotaryCudaStrided {
-  at::Tensor t;
-  int64_t stride_b = 0;
-};
-
-// x as (batch, <inner dims>, last) with a contiguous last dim and one stride for the collapsed leading dims:
-// x itself where its layout allows, else a contiguous copy.
-RotaryCudaStrided rotary_cuda_strided(const at::Tensor& x, int64_t inner) {
-  int64_t sb = 0;
-  if ((x.size(-1) <= 1 || x.stride(-1) == 1) && rotary_cuda_collapse(x, x.dim() - inner, &sb)) return {x, sb};
-  at::Tensor c = x.contiguous();
-  rotary_cuda_collapse(c, c.dim() - inner, &sb);
-  return {c, sb};
-}
-
-// cos/sin broadcast to x's (..., S, R/2): stride 0 over the leading dims they lack or have as 1.
-RotaryCudaStrided rotary_cuda_table(const at::Tensor& t, const at::Tensor& x) {
-  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 2);
-  sizes.push_back(t.size(-1));
-  return rotary_cuda_strided(t.expand(sizes), 2);
-}
-
-int64_t rotary_cuda_tokens(const at::Tensor& x) {  // the product of (..., S)
-  return c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 2);
-}
-
-kcu::RotaryParams rotary_cuda_params(const char* op, const at::Tensor& x, const RotaryCudaStrided& cos,
-                                     const RotaryCudaStrided& sin, bool interleaved) {
+kcu::RotaryParams rotary_cuda_params(const char* op, const at::Tensor& x, const RotaryStrided& cos,
+                                     const RotaryStrided& sin, bool interleaved) {
   kcu::RotaryParams p;
   p.seq = x.size(-3);
-  p.batch = p.seq > 0 ? rotary_cuda_tokens(x) / p.seq : 0;
+  p.batch = p.seq > 0 ? rotary_tokens(x) / p.seq : 0;
   p.head_dim = x.size(-1);
   p.half = cos.t.size(-1);
   p.interleaved = interleaved;
@@ -84,7 +38,7 @@ kcu::RotaryParams rotary_cuda_params(const char* op, const at::Tensor& x, const 
   return p;
 }
 
-void rotary_cuda_input(kcu::RotaryHeads& in, const RotaryCudaStrided& x, const at::Tensor& out) {
+void rotary_cuda_input(kcu::RotaryHeads& in, const RotaryStrided& x, const at::Tensor& out) {
   in.x = x.t.const_data_ptr();
   in.heads = x.t.size(-2);
   in.stride_b = x.stride_b;
@@ -93,7 +47,7 @@ void rotary_cuda_input(kcu::RotaryHeads& in, const RotaryCudaStrided& x, const a
   in.out = out.data_ptr();
 }
 
-void rotary_cuda_saved(kcu::RotaryHeads& in, const RotaryCudaStrided& x) {
+void rotary_cuda_saved(kcu::RotaryHeads& in, const RotaryStrided& x) {
   in.saved = x.t.const_data_ptr();
   in.saved_stride_b = x.stride_b;
   in.saved_stride_s = x.t.stride(-3);
@@ -108,8 +62,8 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding_cuda(const at::Tensor& q, co
   const c10::cuda::CUDAGuard guard(q.device());
   at::Tensor out_q = at::empty(q.sizes(), q.options()), out_k = at::empty(k.sizes(), k.options());
   if (out_q.numel() == 0 && out_k.numel() == 0) return {out_q, out_k};
-  const RotaryCudaStrided qv = rotary_cuda_strided(q, 3), kv = rotary_cuda_strided(k, 3);
-  const RotaryCudaStrided cv = rotary_cuda_table(cos, q), sv = rotary_cuda_table(sin, q);
+  const RotaryStrided qv = rotary_strided(q, 3), kv = rotary_strided(k, 3);
+  const RotaryStrided cv = rotary_table(cos, q), sv = rotary_table(sin, q);
   kcu::RotaryParams p = rotary_cuda_params(op, q, cv, sv, interleaved);
   if (out_q.numel() > 0) rotary_cuda_input(p.q, qv, out_q);
   if (out_k.numel() > 0) rotary_cuda_input(p.k, kv, out_k);
@@ -132,7 +86,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
     return {dq, dk, cos_sin_grad ? at::zeros(cos.sizes(), cos.options()) : no_grad(),
             cos_sin_grad ? at::zeros(sin.sizes(), sin.options()) : no_grad()};
   }
-  const int64_t tokens = rotary_cuda_tokens(*ref), half = cos.size(-1);
+  const int64_t tokens = rotary_tokens(*ref), half = cos.size(-1);
   // per-token cos/sin gradients (summed over heads by the kernel), summed over the broadcast leading dims below
   const auto acc = cos.options().dtype(ref->scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
   const bool any_heads = (has(grad_q) && grad_q->numel() > 0) || (has(grad_k) && grad_k->numel() > 0);
@@ -141,18 +95,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> rotary_embedding_back
   at::Tensor gcos = cos_sin_grad ? buffer() : at::Tensor();
   at::Tensor gsin = cos_sin_grad ? buffer() : at::Tensor();
   if (tokens > 0 && any_heads) {
-    const RotaryCudaStrided cv = rotary_cuda_table(cos, *ref), sv = rotary_cuda_table(sin, *ref);
+    const RotaryStrided cv = rotary_table(cos, *ref), sv = rotary_table(sin, *ref);
     kcu::RotaryParams p = rotary_cuda_params(op, *ref, cv, sv, interleaved);
-    RotaryCudaStrided gqv, gkv, qv, kv;
+    RotaryStrided gqv, gkv, qv, kv;
     if (has(grad_q) && grad_q->numel() > 0) {
-      gqv = rotary_cuda_strided(*grad_q, 3);
+      gqv = rotary_strided(*grad_q, 3);
       rotary_cuda_input(p.q, gqv, dq);
-      if (cos_sin_grad) rotary_cuda_saved(p.q, qv = rotary_cuda_strided(*q, 3));
+      if (cos_sin_grad) rotary_cuda_saved(p.q, qv = rotary_strided(*q, 3));
     }
     if (has(grad_k) && grad_k->numel() > 0) {
-      gkv = rotary_cuda_strided(*grad_k, 3);
+      gkv = rotary_strided(*grad_k, 3);
       rotary_cuda_input(p.k, gkv, dk);
-      if (cos_sin_grad) rotary_cuda_saved(p.k, kv = rotary_cuda_strided(*k, 3));
+      if (cos_sin_grad) rotary_cuda_saved(p.k, kv = rotary_strided(*k, 3));
     }
     p.grad_cos = cos_sin_grad ? gcos.data_ptr() : nullptr;
     p.grad_sin = cos_sin_grad ? gsin.data_ptr() : nullptr;

@@ -1,4 +1,5 @@
-// rotary_embedding: the argument checks every backend runs (CPU, CUDA, portable, Meta).
+// rotary_embedding: the argument checks every backend runs (CPU, CUDA, portable, Meta), and the
+// (batch, seq, head) strides of each input that the CPU and CUDA glue hand their kernels.
 //
 // q (..., S, Hq, D) and k (..., S, Hk, D): floating, k with q's dtype, device, leading dims, S and D (the
 // head counts may differ). cos and sin (S, R/2) or (..., S, R/2) with R = 2 * (R/2) <= D: q's dtype, or
@@ -7,8 +8,10 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/accumulate.h>
 
 #include <optional>
+#include <vector>
 
 #include "common/checks.h"
 
@@ -120,6 +123,51 @@ inline const at::Tensor* check_rotary_embedding_backward(const std::optional<at:
     check_same_shape(op, "sin", sin, "cos", cos);
   }
   return ref;
+}
+
+// The stride of dims [0, lead) of t collapsed into one index, if they collapse (size-1 dims are skipped,
+// broadcast stride-0 dims collapse with each other).
+inline bool rotary_collapse_leading(const at::Tensor& t, int64_t lead, int64_t* stride) {
+  int64_t next = -1;
+  *stride = 0;
+  for (int64_t d = lead - 1; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (next < 0) {
+      *stride = t.stride(d);
+      next = t.stride(d) * t.size(d);
+    } else if (t.stride(d) == next) {
+      next *= t.size(d);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A tensor as (batch, <dims>, last) with a contiguous last dim and one stride for the collapsed leading
+// dims: the tensor itself where its layout allows, else a contiguous copy. `inner` = dims after batch.
+struct RotaryStrided {
+  at::Tensor t;
+  int64_t stride_b = 0;
+};
+
+inline RotaryStrided rotary_strided(const at::Tensor& x, int64_t inner) {
+  int64_t sb = 0;
+  if ((x.size(-1) <= 1 || x.stride(-1) == 1) && rotary_collapse_leading(x, x.dim() - inner, &sb)) return {x, sb};
+  at::Tensor c = x.contiguous();
+  rotary_collapse_leading(c, c.dim() - inner, &sb);
+  return {c, sb};
+}
+
+// cos/sin broadcast to x's (..., S, R/2): stride 0 over the leading dims they lack or have as 1.
+inline RotaryStrided rotary_table(const at::Tensor& t, const at::Tensor& x) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 2);
+  sizes.push_back(t.size(-1));
+  return rotary_strided(t.expand(sizes), 2);
+}
+
+inline int64_t rotary_tokens(const at::Tensor& x) {  // the product of (..., S)
+  return c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 2);
 }
 
 }  // namespace yirage
