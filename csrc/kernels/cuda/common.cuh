@@ -58,9 +58,24 @@ template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
   return *reinterpret_cast<const Vec<T, N>*>(p);
 }
+// A Vec of 16-bit class types (bf16, fp16) filled element by element was stored with eight 2-byte stores
+// where the compiler split the struct copy (seen in the PTX of the norm and softmax kernels); packing the pairs
+// into 32-bit words first keeps the stores at least 4 bytes wide (16 where the compiler keeps the vector).
 template <typename T, int N>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
-  *reinterpret_cast<Vec<T, N>*>(p) = v;
+  if constexpr (sizeof(T) == 2 && N == 8) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint16_t lo, hi;
+      __builtin_memcpy(&lo, &v.v[2 * i], 2);
+      __builtin_memcpy(&hi, &v.v[2 * i + 1], 2);
+      w[i] = uint32_t(lo) | (uint32_t(hi) << 16);  // little-endian: element 2i at the lower address
+    }
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    *reinterpret_cast<Vec<T, N>*>(p) = v;
+  }
 }
 
 // Whether a pointer is aligned for an access of `bytes`.
