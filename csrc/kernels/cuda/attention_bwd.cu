@@ -110,6 +110,23 @@ struct BwdTraits {
   static_assert(kThreads >= kBlockM, "one thread per query row loads lse, delta and the key limit");
 };
 
+// One lane's ldmatrix addresses in a swizzled tile for the rows row_l + 16 R and the chunks 2 J + cb
+// (row_l and cb depend on the lane): 16 R rows keep row % 8, and chunk bits above the three the swizzle
+// XORs add, so every address is one of four registers plus a constant (which ptxas folds into the
+// instruction) instead of a register per (R, J) pair held across the query loop.
+template <int kCols>
+struct BwdLaneTile {
+  uint32_t x[4];
+  __device__ __forceinline__ BwdLaneTile(uint32_t base, int row_l, int cb) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[j] = base + SwizzledTile<kCols>::offset(row_l, 2 * j + cb);
+  }
+  // = base + SwizzledTile<kCols>::offset(row_l + 16 R, 2 J + cb)
+  __device__ __forceinline__ uint32_t at(int R, int J) const {
+    return x[J & 3] + static_cast<uint32_t>(R * 16 * kCols * 2 + (J >> 2) * 128);
+  }
+};
+
 // Kernel arguments: the entry point's parameters and the derived sizes.
 struct BwdArgs {
   AttentionBackward p;
@@ -175,6 +192,10 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads) flash_attention_bwd_d
   const int g = lane >> 2, t = lane & 3;               // fragment row group and thread in group
   const int kw = warp % kKeyWarps, dsl = warp / kKeyWarps;  // key slice and dK/dV column slice
   const int d0 = dsl * kDW;
+  // ldmatrix address patterns (offsets from the tile start; see the MMA comments below)
+  const BwdLaneTile<kD> lt_a(0, lane & 15, lane >> 4);                                // A, non-trans
+  const BwdLaneTile<kD> lt_b(0, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);    // B [n][k], non-trans
+  const BwdLaneTile<kD> lt_bt(0, (lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4);   // B [k][n], .trans
 
   int64_t bid = blockIdx.x;
   const int nb = static_cast<int>(bid % a.key_blocks);
@@ -290,14 +311,13 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads) flash_attention_bwd_d
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t ak[4], av[4];
-      ldmatrix_x4(ak, sK + TileD::offset(kw * 16 + (lane & 15), kk * 2 + (lane >> 4)));
-      ldmatrix_x4(av, sV + TileD::offset(kw * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+      ldmatrix_x4(ak, sK + lt_a.at(kw, kk));
+      ldmatrix_x4(av, sV + lt_a.at(kw, kk));
 #pragma unroll
       for (int np = 0; np < kBlockM / 16; ++np) {
-        const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
         uint32_t bq[4], bo[4];
-        ldmatrix_x4(bq, sQ + TileD::offset(row, ch));
-        ldmatrix_x4(bo, sDO + TileD::offset(row, ch));
+        ldmatrix_x4(bq, sQ + lt_b.at(np, kk));  // row np*16 + (lane & 7) + 8 (lane >> 4), chunk 2kk + ((lane >> 3) & 1)
+        ldmatrix_x4(bo, sDO + lt_b.at(np, kk));
         mma_16816<T>(acc_s[2 * np], ak, bq[0], bq[1]);
         mma_16816<T>(acc_s[2 * np + 1], ak, bq[2], bq[3]);
         mma_16816<T>(acc_dp[2 * np], av, bo[0], bo[1]);
@@ -347,10 +367,11 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads) flash_attention_bwd_d
       }
 #pragma unroll
       for (int np = 0; np < kDW / 16; ++np) {
-        const int row = kq * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = d0 / 8 + np * 2 + (lane >> 4);
+        // row kq*16 + (lane & 7) + 8 ((lane >> 3) & 1), chunk d0/8 + 2np + (lane >> 4) (d0/8: a multiple of 8)
+        const uint32_t o = lt_bt.at(kq, np) + 2 * d0;
         uint32_t bo[4], bq[4];
-        ldmatrix_x4_trans(bo, sDO + TileD::offset(row, ch));
-        ldmatrix_x4_trans(bq, sQ + TileD::offset(row, ch));
+        ldmatrix_x4_trans(bo, sDO + o);
+        ldmatrix_x4_trans(bq, sQ + o);
         mma_16816<T>(acc_dv[2 * np], ap, bo[0], bo[1]);
         mma_16816<T>(acc_dv[2 * np + 1], ap, bo[2], bo[3]);
         mma_16816<T>(acc_dk[2 * np], ads, bq[0], bq[1]);
@@ -369,6 +390,8 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads) flash_attention_bwd_d
 #pragma unroll 1
       for (int it = warp; it < kItems; it += Tr::kWarps) {
         const int mt = it % kRowTiles, dc = it / kRowTiles;
+        // dS^T rows kk*16 + (lane & 7) + 8 (lane >> 4), chunk 2mt + ((lane >> 3) & 1) (mt is not a constant)
+        const uint32_t ds_addr = sDS + TileS::offset((lane & 7) + ((lane >> 4) << 3), 2 * mt + ((lane >> 3) & 1));
         float acc_dq[8][4];  // C: queries mt*16 + (g, g+8), columns dc*64 + 8n + (2t, 2t+1)
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
@@ -378,13 +401,12 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads) flash_attention_bwd_d
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
           uint32_t ad[4];
-          ldmatrix_x4_trans(ad, sDS + TileS::offset(kk * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                    mt * 2 + ((lane >> 3) & 1)));
+          ldmatrix_x4_trans(ad, ds_addr + kk * 16 * Tr::kSCols * 2);
 #pragma unroll
           for (int np = 0; np < 4; ++np) {
             uint32_t bk[4];
-            ldmatrix_x4_trans(bk, sK + TileD::offset(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                                     dc * 8 + np * 2 + (lane >> 4)));
+            // row kk*16 + (lane & 7) + 8 ((lane >> 3) & 1), chunk 8dc + 2np + (lane >> 4)
+            ldmatrix_x4_trans(bk, sK + lt_bt.at(kk, np) + dc * 128);
             mma_16816<T>(acc_dq[2 * np], ad, bk[0], bk[1]);
             mma_16816<T>(acc_dq[2 * np + 1], ad, bk[2], bk[3]);
           }
