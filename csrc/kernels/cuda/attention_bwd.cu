@@ -18,9 +18,11 @@
 // 3. flash_attention_bwd_dq_convert_kernel: grad_q = scale * dq_accum, rounded to T.
 //
 // Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory):
-//   kD =  64: 64 x 64, 4 warps (128 threads), 56.5 KB
+//   kD =  64: 64 x 64, 4 warps (128 threads), 57.5 KB
 //   kD = 128: 64 x 32, 4 warps (128 threads), 72.8 KB
 //   kD = 256: 64 x 32, 8 warps (256 threads, kDSplit = 2), 136.8 KB
+// (ptxas, sm_90a: 249 / 255 / 255 registers; only kD = 256 spills, 12 bytes. About 2 blocks of 4 warps per
+// SM for kD = 64 and 128, one of 8 warps for kD = 256: latency is hidden by the MMA chains, not occupancy.)
 // Shared tiles are swizzled (SwizzledTile: 16-byte chunk c of row r at c ^ (r % 8)), so every ldmatrix and
 // every 16-byte cp.async of a warp touches eight different bank groups.
 //
