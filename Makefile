@@ -18,7 +18,7 @@ PIP := $(PY) -m pip
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: demo test install wheel bench bench-cuda clean cpp-example cuda-wheel cuda-test cuda-check hip-check
+.PHONY: demo test install wheel bench bench-cuda bench-cuda-attention clean cpp-example cuda-wheel cuda-test cuda-check hip-check
 
 $(DEPS):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,37 @@ bench-cuda:
 	cat $$tmp/1.md $$tmp/2.md $$tmp/3.md $$tmp/4.md > $$out.md; cat $$tmp/1.csv > $$out.csv; \
 	for f in 2 3 4; do tail -n +2 $$tmp/$$f.csv >> $$out.csv; done; \
 	rm -rf $$tmp; echo "bench-cuda: wrote $$out.md and $$out.csv"; exit $$rc
+
+# Attention on the visible GPU, bf16, one report: benchmarks/results/cuda-attention-<gpu>-<date>.md/.csv. Ours vs SDPA
+# (torch: its default backend; flash, cudnn, efficient: one backend each). Prefill B4 H32 S4096 D128 and D64, S2048
+# and S16384 D128, full and causal (the shape suffix -full / -causal); forward+backward B4 H32 S4096 D128; decode
+# B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
+# TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
+# run). Separate from bench-cuda, to fit a 10-minute call; each part can also be run alone (ATTN_PARTS="1 3").
+ATTN_PARTS ?= 1 2 3
+CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dtype bfloat16 \
+	--providers yirage torch flash cudnn efficient --progress never
+ATTN_SHAPES_1 := 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
+	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal
+ATTN_SHAPES_2 := --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal
+ATTN_SHAPES_3 := 1x32x8x1x1024x128-full 1x32x8x1x32768x128-full 1x32x8x1x131072x128-full \
+	64x32x8x1x1024x128-full 64x32x8x1x32768x128-full 64x32x8x1x131072x128-full
+bench-cuda-attention:
+	@set -e; rc=0; tmp=$$(mktemp -d); \
+	gpu=$$($(BENCH_PY) -c "import re, torch; print(re.sub('[^a-z0-9]+', '-', torch.cuda.get_device_name().lower()).strip('-'))"); \
+	out=benchmarks/results/cuda-attention-$$gpu-$$(date +%F); \
+	for p in $(ATTN_PARTS); do \
+		case $$p in 1) shapes="--shapes $(ATTN_SHAPES_1)";; 2) shapes="$(ATTN_SHAPES_2)";; \
+			3) shapes="--shapes $(ATTN_SHAPES_3)";; *) echo "ATTN_PARTS: expected 1, 2 or 3, got $$p"; exit 2;; esac; \
+		$(CUDA_ATTN) $$shapes --markdown $$tmp/$$p.md --csv $$tmp/$$p.csv || rc=1; \
+	done; \
+	first=1; : > $$out.md; : > $$out.csv; \
+	for p in $(ATTN_PARTS); do \
+		[ -f $$tmp/$$p.md ] && cat $$tmp/$$p.md >> $$out.md; \
+		if [ -f $$tmp/$$p.csv ]; then if [ $$first = 1 ]; then cat $$tmp/$$p.csv >> $$out.csv; first=0; \
+			else tail -n +2 $$tmp/$$p.csv >> $$out.csv; fi; fi; \
+	done; \
+	rm -rf $$tmp; echo "bench-cuda-attention: wrote $$out.md and $$out.csv"; exit $$rc
 
 # The C++ (LibTorch) example: CMake finds torch through the venv's torch (its cmake prefix), Ninja builds,
 # ccache is used when present. CPP_BUILD_DIR keeps its objects between runs.

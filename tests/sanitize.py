@@ -4,11 +4,13 @@
     compute-sanitizer --tool racecheck python tests/sanitize.py
 
 Every op with a CUDA kernel (rms_norm, fused_add_rms_norm, layer_norm, softmax, log_softmax, silu_and_mul,
-gelu_and_mul, gelu, rotary_embedding, matmul, linear) runs forward and backward (its backward op, through
-autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one
-element past an aligned address (a view at storage offset 1). Results are compared with the float64
-references; the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or
-without yirage's CUDA kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
+gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention) runs forward and backward (its backward op,
+through autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one
+element past an aligned address (a view at storage offset 1). attention (and attention_causal, attention_decode)
+runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the portable path): B=1, Hq=4,
+Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), and a decode case Sq=1,
+Sk=600. Results are compared with the float64 references; the script prints one line per case and exits 1 on
+any mismatch or error, 2 without a GPU or without yirage's CUDA kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
 
 Not collected by pytest (the name does not start with test_); sizes are small so that racecheck, which
 runs kernels many times slower, finishes in minutes. Options: --ops a,b (a subset), --dtypes float32.
@@ -24,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yirage_ext  # noqa: E402,F401  (loads the library: registers torch.ops.yirage)
 from yirage_ext.testing import inputs as fx  # noqa: E402
-from yirage_ext.testing.reference import (assert_close, assert_gemm_close, fused_add_rms_norm_ref,  # noqa: E402
-                                          gelu_and_mul_ref, gelu_ref, layer_norm_ref, linear_ref, log_softmax_ref,
-                                          matmul_ref, rms_norm_ref, rotary_embedding_ref, silu_and_mul_ref,
+from yirage_ext.testing.reference import (assert_close, assert_gemm_close, attention_ref,  # noqa: E402
+                                          fused_add_rms_norm_ref, gelu_and_mul_ref, gelu_ref, layer_norm_ref,
+                                          linear_ref, log_softmax_ref, matmul_ref, rms_norm_ref, rotary_embedding_ref, silu_and_mul_ref,
                                           softmax_ref)
 
 from _helpers import assert_grad_close, reference_grads, unaligned  # noqa: E402
@@ -57,6 +59,18 @@ def _mm(a_shape, b_shape):
         inp = fx.matmul_inputs(a_shape, b_shape, dtype, device="cuda", seed=seed)
         return [inp.a, inp.b]
     return make
+
+
+def _attn(b, hq, hk, sq, sk, d):
+    def make(dtype, seed):
+        inp = fx.attention_inputs(b, hq, hk, sq, sk, d, dtype=dtype, device="cuda", seed=seed)
+        return [inp.q, inp.k, inp.v]
+    return make
+
+
+_ATTN = ("attention", "attention_forward", "attention_backward")
+_ATTN_SMALL = [("B1-H4x2-S70x130-D64", _attn(1, 4, 2, 70, 130, 64), False),
+               ("B1-H4x2-S70x130-D64 unaligned", _attn(1, 4, 2, 70, 130, 64), True)]
 
 
 def _lin(x_shape, n):
@@ -119,7 +133,18 @@ OPS_TABLE = {
     "linear": (("linear", "linear_forward", "linear_backward"), lambda x, w, b: OPS.linear(x, w, b, "gelu"),
                lambda x, w, b: linear_ref(x, w, b, "gelu"), "k",
                [("5x33->7", _lin((5, 33), 7), False), ("3x65->9 unaligned", _lin((3, 65), 9), True)]),
+    "attention": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, False, None),
+                  lambda q, k, v: attention_ref(q, k, v, False), None, _ATTN_SMALL),
+    "attention_causal": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
+                         lambda q, k, v: attention_ref(q, k, v, True), None, _ATTN_SMALL),
+    # decode: one query per head against 600 keys (the split-KV forward and its combine kernel, if it splits)
+    "attention_decode": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
+                         lambda q, k, v: attention_ref(q, k, v, True), None,
+                         [("B1-H4x2-S1x600-D64", _attn(1, 4, 2, 1, 600, 64), False)]),
 }
+# the dtypes each op runs in when --dtypes is not given (default: DEFAULT_DTYPES)
+DEFAULT_DTYPES = "float32,bfloat16"
+OP_DTYPES = {name: "bfloat16,float16" for name in ("attention", "attention_causal", "attention_decode")}
 
 
 def _tuple(out):
@@ -155,7 +180,8 @@ def run_case(fn, ref, gemm, make, align_off, dtype):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default=",".join(OPS_TABLE), help="comma-separated subset of: " + ", ".join(OPS_TABLE))
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--dtypes", help=f"comma-separated (default: {DEFAULT_DTYPES}; for attention "
+                        f"{OP_DTYPES['attention']})")
     parser.add_argument("--strict", action="store_true", help="an op without a CUDA kernel is a failure")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -164,7 +190,6 @@ def main(argv=None):
     if not torch._C._dispatch_has_kernel_for_dispatch_key("yirage::rms_norm", "CUDA"):
         print("sanitize: this yirage_ext build has no CUDA kernels", file=sys.stderr)
         return 2
-    dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
     failed = skipped = passed = 0
     for name in args.ops.split(","):
         needed, fn, ref, gemm, cases = OPS_TABLE[name]
@@ -174,7 +199,8 @@ def main(argv=None):
             skipped += 1
             failed += args.strict
             continue
-        for dtype in dtypes:
+        dtypes = args.dtypes or OP_DTYPES.get(name, DEFAULT_DTYPES)
+        for dtype in [getattr(torch, d) for d in dtypes.split(",")]:
             for case, make, align_off in cases:
                 what = f"{name} {str(dtype).replace('torch.', '')} {case}"
                 try:

@@ -249,3 +249,50 @@ def test_run_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError) as e:
         api.run(**kwargs)
     assert message in str(e.value)
+
+
+# ---- attention: -full / -causal shapes, decode rows rated by bandwidth, the blockwise reference ----
+
+def test_attention_variants_and_decode_rows():
+    spec = OPS["attention"]
+    assert spec.parse_shape("4x32x4096x128-full") == spec.parse_shape("4x32x4096x128-causal") == (4, 32, 4096, 128)
+    assert spec.case("1x2x1x5x9x8-full", torch.float32, "cpu").args[3] is False
+    assert spec.case("1x2x1x5x9x8-causal", torch.float32, "cpu").args[3] is True
+    assert spec.case("1x2x1x5x9x8", torch.float32, "cpu").args[3] is True  # no suffix: causal, as before
+    with pytest.raises(ValueError, match=r"--shapes: attention expects BxHxSxD or BxHqxHkxSqxSkxD with a suffix "
+                                         r"-causal or -full, got '1x2x5x8-sideways'"):
+        spec.parse_shape("1x2x5x8-sideways")
+    with pytest.raises(ValueError, match=r"rms_norm expects ROWSxHIDDEN with no suffix, got '4x8-full'"):
+        OPS["rms_norm"].parse_shape("4x8-full")
+    rows = api.run(ops=["attention"], device="cpu", dtypes=["float32"], providers=["yirage", "torch"],
+                   shapes=["1x2x1x5x9x8-full", "1x2x1x5x9x8-causal", "2x8x2x1x300x16-full"], **FAST)
+    assert [r for r in rows if r.status != "ok"] == []
+    assert [r.shape for r in rows[::2]] == ["1x2x1x5x9x8-full", "1x2x1x5x9x8-causal", "2x8x2x1x300x16-full"]
+    prefill, decode = rows[:4], rows[4:]
+    assert all(r.roofline == "gemm" and r.tflops > 0 for r in prefill)
+    # decode: GB/s against the copy bandwidth (the FLOP/s stay in the CSV)
+    assert all(r.roofline == "copy" and r.gbps > 0 and r.tflops > 0 for r in decode)
+    from yirage_ext.bench.report import cells
+    assert "GB/s" in cells(decode[0])[6] and "% copy" in cells(decode[0])[7]
+    assert "FLOP/s" in cells(prefill[0])[6] and "% gemm" in cells(prefill[0])[7]
+    full, causal = prefill[0], prefill[2]
+    assert full.gbps == full.gbps and causal.tflops == causal.tflops
+
+
+@pytest.mark.parametrize("shape, causal", [((2, 4, 2, 37, 20, 8), True), ((1, 4, 2, 20, 37, 8), True),
+                                           ((1, 2, 1, 33, 33, 16), False), ((2, 4, 4, 1, 50, 8), True)])
+def test_attention_blockwise_reference(shape, causal):
+    from yirage_ext.testing.inputs import attention_inputs
+    from yirage_ext.testing.reference import (attention_lse_ref, attention_lse_ref_chunked, attention_ref,
+                                              attention_ref_chunked)
+    inp = attention_inputs(*shape, dtype=torch.float64, seed=1)
+    q, k, v = (t.clone().requires_grad_() for t in (inp.q, inp.k, inp.v))
+    want = attention_ref(q, k, v, causal)
+    got = attention_ref_chunked(q, k, v, causal, max_elements=100)  # many blocks of a few query rows
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+    g = torch.randn_like(want)
+    for a, b in zip(torch.autograd.grad(got, (q, k, v), g), torch.autograd.grad(want, (q, k, v), g)):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(attention_lse_ref_chunked(q, k, causal, max_elements=100),
+                               attention_lse_ref(q, k, causal))
+    assert OPS["attention"].reference is not attention_ref  # the bench uses the blockwise one

@@ -129,3 +129,47 @@ def test_long_runs_without_a_terminal_print_a_line_per_op(capsys):
     assert [line.split(" (")[0] for line in err] == ["bench: gelu", "bench: softmax"]
     assert err[1].startswith(f"bench: softmax (3/{cli.LONG_RUN_ROWS} rows, ")
     assert cli._progress("never")[0] is None
+
+
+def _makefile_attention_argv():
+    """The bench-cuda-attention target's CLI arguments (Makefile: CUDA_ATTN and ATTN_SHAPES_<part>)."""
+    import os
+    import re
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "Makefile")).read().replace("\\\n", " ")
+    var = {m.group(1): m.group(2).split() for m in re.finditer(r"^(CUDA_ATTN|ATTN_SHAPES_\d) :=(.*)$", text, re.M)}
+    base = var["CUDA_ATTN"][3:]  # after "$(BENCH_PY) -m yirage_ext.bench"
+    parts = {k[-1]: v for k, v in var.items() if k.startswith("ATTN_SHAPES_")}
+    return base, parts
+
+
+def test_makefile_attention_rows_parse():
+    from yirage_ext.bench import api
+
+    base, parts = _makefile_attention_argv()
+    assert sorted(parts) == ["1", "2", "3"]
+    for part, extra in parts.items():
+        argv = [a.replace("cuda", "cpu") if a == "cuda" else a for a in base]
+        argv += (["--shapes"] if part != "2" else []) + extra
+        args = cli.parser().parse_args(argv)
+        assert args.ops == ["attention"] and args.dtypes == ["bfloat16"] and args.progress == "never"
+        assert args.providers == ["yirage", "torch", "flash", "cudnn", "efficient"]
+        assert args.backward == (part == "2")
+        plan = api.plan_shapes(args.ops, args.shapes)  # every shape parses (dims, GQA, suffix)
+        assert len(plan["attention"]) == len(args.shapes) >= 2
+    shapes = parts["1"] + parts["3"]
+    assert {"4x32x4096x128-full", "4x32x4096x128-causal", "4x32x4096x64-full", "4x32x16384x128-causal",
+            "4x32x2048x128-full", "64x32x8x1x131072x128-full", "1x32x8x1x1024x128-full"} <= set(shapes)
+
+
+def test_cli_attention_full_and_causal_rows():
+    r = bench("--ops", "attention", "--device", "cpu", "--dtype", "float32", "--providers", "yirage", "torch",
+              "--shapes", "1x2x1x6x9x8-full", "1x2x1x6x9x8-causal", "1x8x2x1x200x16-full", *TINY)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("attention")]
+    assert len(lines) == 6 and all(" ok (rel" in line for line in lines)
+    assert sum("-full" in line for line in lines) == 4 and sum("-causal" in line for line in lines) == 2
+    assert all("GB/s" in line and "% copy" in line for line in lines if "x200x" in line)
+    assert all("FLOP/s" in line and "% gemm" in line for line in lines if "x9x" in line)
+    r = bench("--ops", "attention", "--shapes", "1x2x6x8-sideways", *TINY)
+    assert r.returncode == 2 and "with a suffix -causal or -full, got '1x2x6x8-sideways'" in r.stderr

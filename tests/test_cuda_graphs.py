@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from yirage_ext.testing import inputs as fx
-from yirage_ext.testing.reference import (GRAD_TOL, assert_close, assert_gemm_close, fused_add_rms_norm_ref,
+from yirage_ext.testing.reference import (GRAD_TOL, assert_close, assert_gemm_close, attention_ref,
+                                          fused_add_rms_norm_ref,
                                           gelu_and_mul_ref, gelu_ref, layer_norm_ref, linear_ref, log_softmax_ref,
                                           matmul_ref, rms_norm_ref, rotary_embedding_ref, silu_and_mul_ref, softmax_ref)
 
@@ -86,6 +87,15 @@ def _lin(dtype, device, seed):
     return [inp.x, inp.weight, inp.bias]
 
 
+def _attn(shape):
+    def make(dtype, device, seed):
+        inp = fx.attention_inputs(*shape, dtype=dtype, device=device, seed=seed)
+        return [inp.q, inp.k, inp.v]
+    return make
+
+
+_ATTN = ("attention", "attention_forward", "attention_backward")
+
 CASES = [
     Case("rms_norm", ("rms_norm", "rms_norm_backward"), _rms,
          lambda x, w: OPS.rms_norm(x, w, 1e-6), lambda x, w: rms_norm_ref(x, w, 1e-6)),
@@ -112,6 +122,12 @@ CASES = [
     Case("matmul", ("matmul",), _mm, lambda a, b: OPS.matmul(a, b), matmul_ref, gemm_k=129),
     Case("linear", ("linear", "linear_forward", "linear_backward"), _lin,
          lambda x, w, b: OPS.linear(x, w, b, "gelu"), lambda x, w, b: linear_ref(x, w, b, "gelu"), gemm_k=129),
+    # bfloat16: the tensor-core kernels (D = 128); float32: the portable path. GQA, causal with Sq < Sk.
+    Case("attention", _ATTN, _attn((2, 8, 2, 77, 130, 128)),
+         lambda q, k, v: OPS.attention(q, k, v, True, None), lambda q, k, v: attention_ref(q, k, v, True)),
+    # decode: one query per head against a long cache (the forward may split the keys and combine the parts)
+    Case("attention_decode", _ATTN, _attn((2, 32, 8, 1, 3000, 128)),
+         lambda q, k, v: OPS.attention(q, k, v, False, None), lambda q, k, v: attention_ref(q, k, v, False)),
 ]
 CASE_IDS = [c.name for c in CASES]
 DTYPES = [torch.float32, torch.bfloat16]

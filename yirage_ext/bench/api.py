@@ -92,7 +92,7 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
                          f"repeats={repeats}, budget={budget_s}")
     rooflines = rooflines or Rooflines(device)
     # the rooflines first, before compiles and the cases' allocations disturb the machine
-    if any(OPS[op].flops is None for op in ops):
+    if any(OPS[op].may_be_memory_bound for op in ops):
         rooflines.copy_bandwidth()
     if any(OPS[op].flops is not None for op in ops):
         for dtype_name in dtype_names:

@@ -42,11 +42,33 @@ class OpSpec:
     tolerance: Callable[[tuple, torch.dtype], Tuple[float, float]] = lambda args, dtype: R.TOLERANCES[dtype]
     validate: Callable[[Tuple[int, ...]], Optional[str]] = lambda dims: None  # why a shape is invalid, or None
     note: str = ""  # what the case computes, for the docs and --list
+    # shape suffixes "-<variant>" the op accepts (e.g. attention's "-full", "-causal"); make then gets variant=...
+    variants: Tuple[str, ...] = ()
+    # (args) -> whether this case is memory-bound (its % roof is then of the copy bandwidth, its rate GB/s) though
+    # the op has FLOPs (e.g. attention decoding: one query row per head against a long key/value cache)
+    memory_bound: Callable[[tuple], bool] = lambda args: False
+
+    @property
+    def may_be_memory_bound(self) -> bool:
+        """Whether some of its cases are rated against the copy bandwidth (no FLOPs, or a memory_bound test)."""
+        return self.flops is None or self.memory_bound is not OpSpec.memory_bound
+
+    def split_variant(self, text: str) -> Tuple[str, Optional[str]]:
+        """'4x32x4096x128-full' -> ('4x32x4096x128', 'full'); ('...', None) without a suffix."""
+        base, sep, variant = text.partition("-")
+        if not sep:
+            return text, None
+        if variant.lower() not in self.variants:
+            allowed = (f"a suffix -{' or -'.join(self.variants)}" if self.variants else "no suffix")
+            raise ValueError(f"--shapes: {self.name} expects {self.shape_format} with {allowed}, got {text!r}")
+        return base, variant.lower()
 
     def parse_shape(self, text: str) -> Tuple[int, ...]:
-        """'4096x4096' -> (4096, 4096); ValueError naming the op, the expected format and the given text."""
+        """'4096x4096' -> (4096, 4096); ValueError naming the op, the expected format and the given text. A
+        suffix "-<variant>" (one of `variants`) is checked and dropped."""
+        base, _ = self.split_variant(text)
         try:
-            dims = tuple(int(v) for v in text.lower().split("x"))
+            dims = tuple(int(v) for v in base.lower().split("x"))
         except ValueError:
             dims = ()
         if len(dims) not in self.ndims or any(d <= 0 for d in dims):
@@ -58,7 +80,9 @@ class OpSpec:
 
     def case(self, shape: str, dtype: torch.dtype, device: str, seed: int = 0) -> Case:
         dims = self.parse_shape(shape)
-        return Case(self.name, shape, dims, dtype, device, self.make(dims, dtype, device, seed))
+        _, variant = self.split_variant(shape)
+        extra = {"variant": variant} if variant is not None else {}
+        return Case(self.name, shape, dims, dtype, device, self.make(dims, dtype, device, seed, **extra))
 
 
 def _size(t) -> int:
@@ -183,10 +207,35 @@ def _gemm_tol(args, dtype):
 
 # ---- attention ----
 
-def _attn_make(dims, dtype, device, seed):
+# Inputs of more elements than this, on a GPU, are drawn there (a CUDA generator): the factory draws on the CPU,
+# about a second per 100M values (a decode case of B=64, Hk=8, Sk=131072, D=128 has 8.6G per tensor).
+_DRAW_ON_DEVICE = 1 << 26
+
+
+def _attn_make(dims, dtype, device, seed, variant="causal"):
+    """q, k, v, causal, scale. The shape's suffix: -causal (the default, bottom-right) or -full (no mask)."""
     b, hq, hk, sq, sk, d = dims if len(dims) == 6 else (dims[0], dims[1], dims[1], dims[2], dims[2], dims[3])
-    inp = I.attention_inputs(b, hq, hk, sq, sk, d, dtype=dtype, device=device, causal=True, seed=seed)
-    return inp.q, inp.k, inp.v, True, None
+    causal = variant != "full"
+    if torch.device(device).type == "cuda" and b * max(hq, hk) * max(sq, sk) * d > _DRAW_ON_DEVICE:
+        gen = torch.Generator(device).manual_seed(seed)
+        q, k, v = (torch.randn(b, h, s, d, generator=gen, device=device, dtype=dtype)
+                   for h, s in ((hq, sq), (hk, sk), (hk, sk)))
+        return q, k, v, causal, None
+    inp = I.attention_inputs(b, hq, hk, sq, sk, d, dtype=dtype, device=device, causal=causal, seed=seed)
+    return inp.q, inp.k, inp.v, causal, None
+
+
+def _attn_reference(q, k, v, causal=False, scale=None):
+    """The float64 reference in blocks of queries per batch entry and key/value head (R.attention_ref_chunked):
+    the plain one forms B * Hq * Sq * Sk scores, 275 GB for B=4, H=32, S=16384."""
+    return R.attention_ref_chunked(q, k, v, causal, scale)
+
+
+def _attn_memory_bound(args):
+    """Decoding-like cases (at most 8 query rows per key/value head, Sq * Hq / Hk: the K/V cache is read for
+    a few FLOPs per byte) are rated by bandwidth."""
+    q, k = args[0], args[1]
+    return q.shape[2] * (q.shape[1] // max(k.shape[1], 1)) <= 8
 
 
 def _attn_eager(q, k, v, causal=False, scale=None):
@@ -257,8 +306,10 @@ OPS = {spec.name: spec for spec in [
            _linear_bytes, flops=_linear_flops, tolerance=_gemm_tol,
            note="x (M, K), weight (N, K), bias, GELU epilogue; torch = F.gelu(F.linear(x, weight, bias))"),
     OpSpec("attention", "BxHxSxD or BxHqxHkxSqxSkxD", (4, 6), ("1x8x2x512x512x64",), _attn_make,
-           R.attention_ref, _attn_eager, (0, 1, 2), _attn_bytes, flops=_attn_flops, validate=_gqa,
-           note="causal (bottom-right), GQA when Hq > Hk; torch = F.scaled_dot_product_attention"),
+           _attn_reference, _attn_eager, (0, 1, 2), _attn_bytes, flops=_attn_flops, validate=_gqa,
+           variants=("causal", "full"), memory_bound=_attn_memory_bound,
+           note="causal (bottom-right; suffix -full: no mask), GQA when Hq > Hk; torch = "
+                "F.scaled_dot_product_attention; decoding shapes (Sq * Hq / Hk <= 8) rated in GB/s"),
 ]}
 
 

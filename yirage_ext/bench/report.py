@@ -19,7 +19,7 @@ def _time(ms: float) -> str:
 
 
 def _rate(r: Result) -> str:
-    if r.tflops == r.tflops:
+    if r.tflops == r.tflops and r.roofline != "copy":  # FLOP/s, unless the case is memory-bound (decoding)
         return f"{r.tflops:.3f} TFLOP/s" if r.tflops >= 1 else f"{r.tflops * 1e3:.1f} GFLOP/s"
     if r.gbps == r.gbps:
         return f"{r.gbps:.1f} GB/s"

@@ -173,9 +173,11 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
         return row
     row.ms, row.p20_ms, row.p80_ms, row.repeats = t.median * 1e3, t.p20 * 1e3, t.p80 * 1e3, t.repeats
     row.gbps = spec.nbytes(case.args, backward) / t.median / 1e9
+    memory_bound = spec.memory_bound(case.args)
     if spec.flops is not None:
         flops = spec.flops(case.args, backward)
         row.tflops = flops / t.median / 1e12
+    if spec.flops is not None and not memory_bound:
         if rooflines is not None:
             rate, _ = rooflines.gemm_rate(case.dtype)
             row.roofline, row.roofline_pct = "gemm", 100 * flops / t.median / rate

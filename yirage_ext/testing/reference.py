@@ -221,3 +221,72 @@ def attention_ref(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: 
 def attention_lse_ref(q: Tensor, k: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
     """logsumexp over the visible keys of scale * q k^T, (B, Hq, Sq) float64; -inf for a row that sees none."""
     return torch.logsumexp(_attention_scores_ref(q, k, causal, scale)[0], dim=-1)
+
+
+class _ChunkedAttentionRef(torch.autograd.Function):
+    """attention_ref block by block: per batch entry, key/value head (with its G query heads) and block of
+    queries. A block of queries [i0, i1) sees keys [0, Sk - Sq + i1) at most, so the block is attention_ref of
+    its queries against those keys (bottom-right alignment keeps every query's mask; fewer keys in causal
+    blocks). The backward recomputes each block with autograd."""
+
+    @staticmethod
+    def _blocks(q: Tensor, k: Tensor, causal: bool, max_elements: int):
+        b, hq, sq, _ = q.shape
+        hk, sk = k.shape[1], k.shape[2]
+        g = hq // hk
+        rows = max(1, max_elements // (g * max(sk, 1)))
+        for bi in range(b):
+            for h in range(hk):
+                for i0 in range(0, sq, rows):
+                    i1 = min(sq, i0 + rows)
+                    keys = min(sk, sk - sq + i1) if causal else sk
+                    yield bi, slice(h * g, (h + 1) * g), h, slice(i0, i1), max(keys, 0)
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, max_elements):
+        ctx.causal, ctx.scale, ctx.max_elements = causal, scale, max_elements
+        ctx.save_for_backward(q, k, v)
+        out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+        for bi, hs, h, rs, keys in _ChunkedAttentionRef._blocks(q, k, causal, max_elements):
+            if keys > 0:
+                out[bi, hs, rs] = attention_ref(q[bi:bi + 1, hs, rs], k[bi:bi + 1, h:h + 1, :keys],
+                                                v[bi:bi + 1, h:h + 1, :keys], causal, scale)[0]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v = ctx.saved_tensors
+        dq = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+        dk = torch.zeros(k.shape, dtype=torch.float64, device=q.device)
+        dv = torch.zeros(v.shape, dtype=torch.float64, device=q.device)
+        for bi, hs, h, rs, keys in _ChunkedAttentionRef._blocks(q, k, ctx.causal, ctx.max_elements):
+            if keys == 0:
+                continue
+            with torch.enable_grad():
+                qb = q[bi:bi + 1, hs, rs].detach().double().requires_grad_()
+                kb = k[bi:bi + 1, h:h + 1, :keys].detach().double().requires_grad_()
+                vb = v[bi:bi + 1, h:h + 1, :keys].detach().double().requires_grad_()
+                o = attention_ref(qb, kb, vb, ctx.causal, ctx.scale)
+                gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), grad_out[bi:bi + 1, hs, rs].double())
+            dq[bi, hs, rs] = gq[0]
+            dk[bi, h, :keys] += gk[0, 0]
+            dv[bi, h, :keys] += gv[0, 0]
+        return dq, dk, dv, None, None, None
+
+
+def attention_ref_chunked(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None,
+                          max_elements: int = 1 << 26) -> Tensor:
+    """attention_ref (float64, on q's device) computed in blocks of at most about `max_elements` scores
+    (attention_ref forms B * Hq * Sq * Sk of them at once), and only float64 copies of one block's operands:
+    for long sequences and large batches. Differentiable (the backward recomputes block by block)."""
+    return _ChunkedAttentionRef.apply(q, k, v, causal, scale, max_elements)
+
+
+def attention_lse_ref_chunked(q: Tensor, k: Tensor, causal: bool = False, scale: Optional[float] = None,
+                              max_elements: int = 1 << 26) -> Tensor:
+    """attention_lse_ref in blocks, as attention_ref_chunked: (B, Hq, Sq) float64, -inf for a row with no key."""
+    lse = torch.full(q.shape[:3], float("-inf"), dtype=torch.float64, device=q.device)
+    for bi, hs, h, rs, keys in _ChunkedAttentionRef._blocks(q, k, causal, max_elements):
+        if keys > 0:
+            lse[bi, hs, rs] = attention_lse_ref(q[bi:bi + 1, hs, rs], k[bi:bi + 1, h:h + 1, :keys], causal, scale)[0]
+    return lse
