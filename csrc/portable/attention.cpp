@@ -2,7 +2,8 @@
 // fp64), registered for MPS and PrivateUse1. Also the readable statement of what the ops compute: the same
 // online softmax over key blocks as the CPU kernel, so no Sq x Sk matrix is formed (one (Hq*Sq, BK) block
 // of scores at a time). The query heads of a GQA group are stacked as rows of one matrix per key/value head,
-// so the key/value gradients come out summed over the group.
+// so the key/value gradients come out summed over the group. The CUDA glue calls the forward and backward
+// (portable/attention.h) for what its tensor-core kernels do not cover.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -10,6 +11,7 @@
 #include <tuple>
 
 #include "ops/attention.h"
+#include "portable/attention.h"
 #include "portable/common.h"
 #include "portable/register.h"
 
@@ -42,8 +44,11 @@ at::Tensor scores(const at::Tensor& qg, const at::Tensor& kf, const at::Tensor& 
   return mask.defined() ? s.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity()) : s;
 }
 
-std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& q, const at::Tensor& k,
-                                           const at::Tensor& v, bool causal, std::optional<double> scale_opt) {
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> attention_forward_portable(const char* op, const at::Tensor& q,
+                                                              const at::Tensor& k, const at::Tensor& v, bool causal,
+                                                              std::optional<double> scale_opt) {
   check_attention(op, q, k, v, scale_opt);
   const double scale = attention_scale(q, scale_opt);
   const int64_t hk = k.size(1), sk = k.size(2);
@@ -68,16 +73,20 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& q, 
   return {out.reshape(q.sizes()).to(q.scalar_type()).contiguous(), lse.reshape({q.size(0), q.size(1), q.size(2)})};
 }
 
+namespace {
+
 at::Tensor attention_portable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                               std::optional<double> scale) {
-  return std::get<0>(forward("attention", q, k, v, causal, scale));
+  return std::get<0>(attention_forward_portable("attention", q, k, v, causal, scale));
 }
 
-std::tuple<at::Tensor, at::Tensor> attention_forward_portable(const at::Tensor& q, const at::Tensor& k,
+std::tuple<at::Tensor, at::Tensor> attention_forward_with_lse(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v, bool causal,
                                                               std::optional<double> scale) {
-  return forward("attention_forward", q, k, v, causal, scale);
+  return attention_forward_portable("attention_forward", q, k, v, causal, scale);
 }
+
+}  // namespace
 
 // FlashAttention-2's backward per key block: P = exp(S - lse), dV = P^T dO, dP = dO V^T,
 // dS = P * (dP - rowsum(dO * O)), dQ += scale dS K, dK = scale dS^T Q.
@@ -108,9 +117,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_portable(
           dv.to(q.scalar_type()).contiguous()};  // contiguous, as the schema (and the Meta kernel) says
 }
 
+namespace {
+
 void register_attention_kernels(PortableKernels& k) {
   k.impl("attention", &attention_portable);
-  k.impl("attention_forward", &attention_forward_portable);
+  k.impl("attention_forward", &attention_forward_with_lse);
   k.impl("attention_backward", &attention_backward_portable);
 }
 
@@ -119,15 +130,3 @@ void register_attention_kernels(PortableKernels& k) {
 YIRAGE_PORTABLE_KERNELS(register_attention_kernels)
 
 }  // namespace yirage
-
-#ifdef YIRAGE_WITH_CUDA
-// Until a native CUDA attention kernel exists, CUDA tensors take this portable path: correct, blockwise (no
-// Sq x Sk matrix), built from cuBLAS GEMMs and ATen elementwise kernels; the backend registry reports it as
-// "portable" at the CUDA key.
-namespace yirage {
-TORCH_LIBRARY_IMPL(yirage, CUDA, m) {
-  PortableKernels k(m, c10::DispatchKey::CUDA);
-  register_attention_kernels(k);
-}
-}  // namespace yirage
-#endif

@@ -62,8 +62,13 @@ struct AttentionBackward {
 };
 
 // Whether the tensor-core kernels cover this dtype and head dim (fp16/bf16; D = 64, 128 or 256) on a GPU of
-// compute capability `sm` (major * 10 + minor; 80 and newer). Always false in a ROCm build.
-bool attention_native(DType dtype, int64_t head_dim, int sm);
+// compute capability `sm` (major * 10 + minor; 80 and newer) that lets a block use `max_smem` bytes of shared
+// memory (the opt-in limit: 227 KB on Hopper, 163 KB on A100, 99 KB on sm_86/89, where D = 256 does not fit
+// the backward). Always false in a ROCm build.
+bool attention_native(DType dtype, int64_t head_dim, int sm, int64_t max_smem);
+
+// The dynamic shared memory the backward's dK/dV kernel takes for this head dim (0: not covered).
+int64_t attention_backward_smem(int64_t head_dim);
 
 // Whether the operand's rows can be copied as 16-byte chunks: base address 16-byte aligned and every stride
 // a multiple of 8 elements (of a 16-bit dtype). The glue makes a contiguous copy otherwise.

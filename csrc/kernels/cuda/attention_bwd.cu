@@ -39,6 +39,8 @@
 namespace yirage::kernels::cuda {
 
 // ROCm: no tensor-core kernels (the glue takes the portable kernel; attention_native is false).
+int64_t attention_backward_smem(int64_t) { return 0; }
+
 cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) {
   (void)p;
   (void)stream;
@@ -535,6 +537,15 @@ cudaError_t bwd_dispatch_dim(const AttentionBackward& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int64_t attention_backward_smem(int64_t head_dim) {
+  switch (head_dim) {
+    case 64: return BwdTraits<64>::kSmem;
+    case 128: return BwdTraits<128>::kSmem;
+    case 256: return BwdTraits<256>::kSmem;
+    default: return 0;
+  }
+}
 
 cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) {
   const AttentionShape& s = p.shape;

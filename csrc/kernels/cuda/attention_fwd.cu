@@ -1,0 +1,518 @@
+// Flash attention forward on tensor cores (FlashAttention-2 scheme, mma.sync m16n8k16, fp32 accumulation):
+// prefill and decode, fp16/bf16, head dims 64/128/256; the combine of split-KV partial results.
+//
+// One block per (tile of stacked query rows, key/value head, batch[, key split]). The block's query tile
+// stays in shared memory; key/value tiles stream through a two-stage cp.async pipeline into swizzled shared
+// memory. Each warp owns 16 x kMTiles query rows and kWarpKeys keys of every key tile: S = Q K^T on tensor
+// cores, scaled into log2 units, masked (causal, bottom-right; keys past Sk), an online softmax whose row
+// maximum and sum stay in registers (the four lanes of a row reduce with two shuffles), P rounded to the input
+// dtype and fed straight from the S accumulators into P V. Prefill configurations put all warps on the rows
+// (kWarpsN = 1); the decode configuration puts all warps on the keys of one 16-row tile (kWarpsN > 1) and
+// combines them in shared memory. With num_splits > 1 each block covers a slice of the key tiles and writes
+// an fp32 partial result and its log-sum-exp; flash_attention_combine_kernel merges the slices.
+#include "compat.cuh"
+
+#include "attention.h"
+
+#if YIRAGE_HIP
+
+namespace yirage::kernels::cuda {
+// ROCm: the tensor-core kernels are CUDA-only; the glue keeps the portable kernel there.
+bool attention_native(DType, int64_t, int, int64_t) { return false; }
+bool attention_layout_ok(const AttentionOperand&) { return false; }
+int attention_forward_splits(const AttentionShape&, int) { return 1; }
+cudaError_t attention_forward(const AttentionForward&, cudaStream_t) { return cudaErrorNotSupported; }
+}  // namespace yirage::kernels::cuda
+
+#else
+
+#include <algorithm>
+#include <cmath>
+
+#include "common.cuh"
+#include "mma_sm80.cuh"
+
+namespace yirage::kernels::cuda {
+namespace {
+
+using namespace sm80;
+
+constexpr float kLn2 = 0.69314718055994531f;
+constexpr float kLog2e = 1.44269504088896341f;
+
+template <int kD_, int kWarpsM_, int kMTiles_, int kWarpsN_, int kBlockN_, int kStages_ = 2>
+struct FwdConfig {
+  static constexpr int kD = kD_, kWarpsM = kWarpsM_, kMTiles = kMTiles_, kWarpsN = kWarpsN_;
+  static constexpr int kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr int kWarpRows = 16 * kMTiles;       // query rows per warp
+  static constexpr int kBlockM = kWarpRows * kWarpsM;  // query rows per block
+  static constexpr int kWarpKeys = kBlockN / kWarpsN;  // keys per warp in each key tile
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+  static constexpr int kTileQ = kBlockM * kD * 2;
+  static constexpr int kTileKV = kBlockN * kD * 2;
+  static constexpr int kSmemMain = kTileQ + 2 * kStages * kTileKV;
+  static constexpr int kOStride = kD + 8;  // floats per row of the epilogue's tile (conflict-free float2 stores)
+  static constexpr int kSmemEpilogue = (kWarpsN * kBlockM * kOStride + 2 * kWarpsN * kBlockM) * 4;
+  static constexpr int kSmem = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
+  static_assert(kWarpKeys % 16 == 0 && kWarpKeys * kWarpsN == kBlockN, "each warp takes whole 16-key steps");
+  static_assert(kD % 64 == 0, "swizzled rows need a multiple of 64 elements");
+};
+
+struct FwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s;
+  void* out;
+  float* lse;
+  float* split_out;
+  float* split_lse;
+  int64_t rows;      // R = G * Sq stacked query rows per key/value head
+  int64_t rows_all;  // B * Hq * Sq
+  int heads_k, group, seq_q, seq_k, num_splits, batch_offset;
+  float scale_log2;  // scale * log2(e)
+  bool causal;
+};
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(const FwdParams p) {
+#if !YIRAGE_SM80_DEVICE
+  __trap();
+#else
+  constexpr int kD = Cfg::kD, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kMTiles = Cfg::kMTiles;
+  constexpr int kWarpKeys = Cfg::kWarpKeys, kChunks = Cfg::kChunks, kThreads = Cfg::kThreads;
+  constexpr int kNT = kWarpKeys / 8;  // 8-key MMA tiles per warp
+  constexpr int kDT = kD / 8;         // 8-column output tiles
+  using Tile = SwizzledTile<kD>;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp % Cfg::kWarpsM, warp_n = warp / Cfg::kWarpsM;
+  // causal: the longest rows (the last tiles) first, so the short ones fill the tail
+  const int64_t tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int hk = blockIdx.y;
+  const int b = p.batch_offset + blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
+  const int64_t R = p.rows, m0 = tile * kBlockM;
+  const int64_t row_end = std::min<int64_t>(m0 + kBlockM, R);
+  const int sq = p.seq_q, sk = p.seq_k;
+
+  // The query positions the tile spans (stacked rows of one head are consecutive positions).
+  int i_min = 0, i_max = sq - 1;
+  if (m0 / sq == (row_end - 1) / sq) {
+    i_min = static_cast<int>(m0 % sq);
+    i_max = static_cast<int>((row_end - 1) % sq);
+  }
+  int key_end = sk;  // keys at or past key_end are hidden from every row of the tile
+  if (p.causal) key_end = std::max(0, std::min(sk, i_max + sk - sq + 1));
+  const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
+  const int per_split = (n_blocks + p.num_splits - 1) / p.num_splits;
+  const int nb_begin = std::min(n_blocks, split * per_split);
+  const int nb_end = std::min(n_blocks, nb_begin + per_split);
+  // keys a tile may show without a mask: below Sk and visible from the tile's first position
+  const int unmasked_end = p.causal ? std::min(sk, i_min + sk - sq + 1) : sk;
+
+  const T* qg = static_cast<const T*>(p.q) + b * p.q_b + static_cast<int64_t>(hk) * p.group * p.q_h;
+  const T* kg = static_cast<const T*>(p.k) + b * p.k_b + hk * p.k_h;
+  const T* vg = static_cast<const T*>(p.v) + b * p.v_b + hk * p.v_h;
+  const uint32_t s_q = smem_u32(smem);
+  const uint32_t s_k = s_q + Cfg::kTileQ;
+  const uint32_t s_v = s_k + Cfg::kStages * Cfg::kTileKV;
+
+  for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
+    const int row = c / kChunks, ch = c % kChunks;
+    const int64_t r = m0 + row;
+    const bool valid = r < R;
+    const T* src = valid ? qg + (r / sq) * p.q_h + (r % sq) * p.q_s + ch * 8 : static_cast<const T*>(p.q);
+    cp_async_16(s_q + Tile::offset(row, ch), src, valid);
+  }
+  auto load_kv = [&](int stage, int nb) {
+    const int n0 = nb * kBlockN;
+    for (int c = tid; c < kBlockN * kChunks; c += kThreads) {
+      const int row = c / kChunks, ch = c % kChunks;
+      const int key = n0 + row;
+      const bool valid = key < sk;  // zero rows past the end: 0 * V stays 0 under a masked probability
+      const T* ks = valid ? kg + static_cast<int64_t>(key) * p.k_s + ch * 8 : static_cast<const T*>(p.k);
+      const T* vs = valid ? vg + static_cast<int64_t>(key) * p.v_s + ch * 8 : static_cast<const T*>(p.v);
+      const uint32_t off = stage * Cfg::kTileKV + Tile::offset(row, ch);
+      cp_async_16(s_k + off, ks, valid);
+      cp_async_16(s_v + off, vs, valid);
+    }
+  };
+
+  // The two rows (g and g + 8 of each 16-row MMA tile) this lane holds: the last key each sees (-1: none).
+  int last_key[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = m0 + warp_m * Cfg::kWarpRows + mt * 16 + (lane >> 2) + h * 8;
+      const int i = static_cast<int>(r % sq);
+      last_key[mt][h] = r >= R ? -1 : (p.causal ? std::min(sk - 1, i + sk - sq) : sk - 1);
+    }
+  }
+
+  float acc[kMTiles][kDT][4];
+  float row_max[kMTiles][2], row_sum[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) acc[mt][dt][0] = acc[mt][dt][1] = acc[mt][dt][2] = acc[mt][dt][3] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+
+  if (nb_begin < nb_end) load_kv(0, nb_begin);
+  cp_async_commit();
+  for (int nb = nb_begin; nb < nb_end; ++nb) {
+    const int stage = (nb - nb_begin) % Cfg::kStages;
+    if (nb + 1 < nb_end) load_kv((stage + 1) % Cfg::kStages, nb + 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // this tile (and the query tile) landed; the next one may still be in flight
+    __syncthreads();
+
+    // S = Q K^T for this warp's rows and keys. A: Q rows (ldmatrix x4: matrices (rows 0-7 | 8-15) x
+    // (k 0-7 | 8-15) -> a0..a3). B: K rows are the n index, stored [key][d] = B^T row-major, so the plain
+    // ldmatrix gives b0/b1 of two 8-key tiles: matrices (keys 0-7, d 0-7), (keys 0-7, d 8-15),
+    // (keys 8-15, d 0-7), (keys 8-15, d 8-15).
+    float s[kMTiles][kNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+    const uint32_t k_tile = s_k + stage * Cfg::kTileKV, v_tile = s_v + stage * Cfg::kTileKV;
+    const int key0 = warp_n * kWarpKeys;  // this warp's first key within the tile
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        const int row = warp_m * Cfg::kWarpRows + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(a[mt], s_q + Tile::offset(row, kk * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int n2 = 0; n2 < kWarpKeys / 16; ++n2) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, k_tile + Tile::offset(key0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(s[mt][2 * n2], a[mt], bk[0], bk[1]);
+          mma_16816<T>(s[mt][2 * n2 + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+    }
+
+    // Scale to log2 units (before the max: the scale may be negative), mask, online softmax.
+    const int n0 = nb * kBlockN + key0;
+    const bool masked = nb * kBlockN + kBlockN > unmasked_end;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[mt][nt][e] * p.scale_log2;
+          if (masked && n0 + nt * 8 + (lane & 3) * 2 + (e & 1) > last_key[mt][e >> 1]) x = -INFINITY;
+          s[mt][nt][e] = x;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = fmaxf(mx, shfl_xor(mx, 1));
+        mx = fmaxf(mx, shfl_xor(mx, 2));
+        const float base = mx == -INFINITY ? 0.f : mx;  // a row with no visible key yet: exp2(-inf) = 0
+        const float alpha = exp2_approx(row_max[mt][h] - base);
+        row_max[mt][h] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          const float p0 = exp2_approx(s[mt][nt][2 * h] - base), p1 = exp2_approx(s[mt][nt][2 * h + 1] - base);
+          s[mt][nt][2 * h] = p0;
+          s[mt][nt][2 * h + 1] = p1;
+          sum += p0 + p1;
+        }
+        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          acc[mt][dt][2 * h] *= alpha;
+          acc[mt][dt][2 * h + 1] *= alpha;
+        }
+      }
+    }
+
+    // O += P V. A: P from two adjacent 8-key S tiles. B: V stored [key][d] is k x n row-major, so the
+    // transposing ldmatrix gives b0/b1 of two 8-column tiles: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
+    // (keys 0-7, d 8-15), (keys 8-15, d 8-15).
+#pragma unroll
+    for (int j = 0; j < kWarpKeys / 16; ++j) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * j][0], s[mt][2 * j][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * j][2], s[mt][2 * j][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * j + 1][2], s[mt][2 * j + 1][3]);
+      }
+#pragma unroll
+      for (int d2 = 0; d2 < kD / 16; ++d2) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, v_tile + Tile::offset(key0 + j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, d2 * 2 + (lane >> 4)));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(acc[mt][2 * d2], a[mt], bv[0], bv[1]);
+          mma_16816<T>(acc[mt][2 * d2 + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Epilogue: each warp's unnormalized output, row maximum and row sum go to shared memory (fp32); the
+  // block then merges the kWarpsN key slices of every row and writes it out.
+  constexpr int kOS = Cfg::kOStride;
+  float* s_o = reinterpret_cast<float*>(smem);
+  float* s_m = s_o + Cfg::kWarpsN * kBlockM * kOS;
+  float* s_l = s_m + Cfg::kWarpsN * kBlockM;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = row_sum[mt][h];
+      l += shfl_xor(l, 1);
+      l += shfl_xor(l, 2);
+      const int row = warp_m * Cfg::kWarpRows + mt * 16 + (lane >> 2) + h * 8;
+      float* o_row = s_o + (warp_n * kBlockM + row) * kOS + (lane & 3) * 2;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        *reinterpret_cast<float2*>(o_row + dt * 8) = make_float2(acc[mt][dt][2 * h], acc[mt][dt][2 * h + 1]);
+      }
+      if ((lane & 3) == 0) {
+        s_m[warp_n * kBlockM + row] = row_max[mt][h];
+        s_l[warp_n * kBlockM + row] = l;
+      }
+    }
+  }
+  __syncthreads();
+
+  const int64_t out_row0 = (static_cast<int64_t>(b) * p.heads_k + hk) * R;  // stacked rows are contiguous
+  for (int c = tid; c < kBlockM * (kD / 8); c += kThreads) {
+    const int row = c / (kD / 8), c8 = c % (kD / 8);
+    const int64_t r = m0 + row;
+    if (r >= R) continue;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Cfg::kWarpsN; ++w) m = fmaxf(m, s_m[w * kBlockM + row]);
+    float o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < Cfg::kWarpsN; ++w) {
+      const float mw = s_m[w * kBlockM + row];
+      const float wt = mw == -INFINITY ? 0.f : exp2_approx(mw - m);
+      l += wt * s_l[w * kBlockM + row];
+      const float4* src = reinterpret_cast<const float4*>(s_o + (w * kBlockM + row) * kOS + c8 * 8);
+      const float4 x0 = src[0], x1 = src[1];
+      o[0] += wt * x0.x; o[1] += wt * x0.y; o[2] += wt * x0.z; o[3] += wt * x0.w;
+      o[4] += wt * x1.x; o[5] += wt * x1.y; o[6] += wt * x1.z; o[7] += wt * x1.w;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros
+    const float lse = l > 0.f ? (m + __log2f(l)) * kLn2 : -INFINITY;
+    const int64_t grow = out_row0 + r;
+    if (p.num_splits == 1) {
+      Vec<T, 8> v;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v.v[e] = from_acc<T>(o[e] * inv);
+      *reinterpret_cast<Vec<T, 8>*>(static_cast<T*>(p.out) + grow * kD + c8 * 8) = v;
+      if (c8 == 0 && p.lse != nullptr) p.lse[grow] = lse;
+    } else {
+      float4* dst = reinterpret_cast<float4*>(p.split_out + (split * p.rows_all + grow) * kD + c8 * 8);
+      dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
+      dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
+      if (c8 == 0) p.split_lse[split * p.rows_all + grow] = lse;
+    }
+  }
+#endif
+}
+
+// Merges the key splits of every row: out = sum_s exp(lse_s - lse) out_s, lse = log sum_s exp(lse_s).
+// One warp per row; each lane takes 4 consecutive columns at a time.
+template <typename T>
+__global__ void __launch_bounds__(128) flash_attention_combine_kernel(const float* split_out, const float* split_lse,
+                                                                     T* out, float* lse, int64_t rows, int d,
+                                                                     int splits) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, split_lse[s * rows + row]);
+  float l = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float x = split_lse[s * rows + row];
+    l += x == -INFINITY ? 0.f : __expf(x - m);
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int c = lane * 4; c < d; c += 128) {
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < splits; ++s) {
+      const float x = split_lse[s * rows + row];
+      if (x == -INFINITY) continue;
+      const float w = __expf(x - m);
+      const float4 v = *reinterpret_cast<const float4*>(split_out + (s * rows + row) * d + c);
+      o[0] += w * v.x; o[1] += w * v.y; o[2] += w * v.z; o[3] += w * v.w;
+    }
+    Vec<T, 4> v;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v.v[e] = from_acc<T>(o[e] * inv);
+    *reinterpret_cast<Vec<T, 4>*>(out + row * d + c) = v;
+  }
+  if (lane == 0 && lse != nullptr) lse[row] = l > 0.f ? m + __logf(l) : -INFINITY;
+}
+
+// Configurations (tuned on an H100; see benchmarks/results). Prefill: warps on the rows. Decode (at most 16
+// stacked rows): warps on the keys of one 16-row tile.
+template <int kD> struct Prefill;
+template <> struct Prefill<64> { using type = FwdConfig<64, 4, 2, 1, 64>; };
+template <> struct Prefill<128> { using type = FwdConfig<128, 4, 2, 1, 64>; };
+template <> struct Prefill<256> { using type = FwdConfig<256, 4, 1, 1, 32>; };
+template <int kD> struct Decode;
+template <> struct Decode<64> { using type = FwdConfig<64, 1, 1, 4, 64>; };
+template <> struct Decode<128> { using type = FwdConfig<128, 1, 1, 4, 64>; };
+template <> struct Decode<256> { using type = FwdConfig<256, 1, 1, 2, 32>; };
+
+constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
+constexpr int kMaxGridZ = 65535;
+
+bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q <= kDecodeRows; }
+
+template <typename Cfg>
+int64_t blocks_per_split(const AttentionShape& s) {
+  const int64_t rows = s.heads_q / s.heads_k * s.seq_q;
+  return (rows + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads_k * s.batch;
+}
+
+template <typename T, typename Cfg>
+cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
+  const AttentionShape& s = a.shape;
+  auto kernel = flash_attention_fwd_kernel<T, Cfg>;
+  if (Cfg::kSmem > 48 * 1024) {  // per device, and cheap: set on every launch
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+    if (e != cudaSuccess) return e;
+  }
+  FwdParams p{};
+  p.q = a.q.ptr; p.k = a.k.ptr; p.v = a.v.ptr;
+  p.q_b = a.q.batch_stride; p.q_h = a.q.head_stride; p.q_s = a.q.seq_stride;
+  p.k_b = a.k.batch_stride; p.k_h = a.k.head_stride; p.k_s = a.k.seq_stride;
+  p.v_b = a.v.batch_stride; p.v_h = a.v.head_stride; p.v_s = a.v.seq_stride;
+  p.out = a.out; p.lse = a.lse;
+  p.num_splits = std::max(1, a.num_splits);
+  p.split_out = a.split_out; p.split_lse = a.split_lse;
+  p.heads_k = static_cast<int>(s.heads_k);
+  p.group = static_cast<int>(s.heads_q / s.heads_k);
+  p.seq_q = static_cast<int>(s.seq_q);
+  p.seq_k = static_cast<int>(s.seq_k);
+  p.rows = s.heads_q / s.heads_k * s.seq_q;
+  p.rows_all = s.batch * s.heads_q * s.seq_q;
+  p.scale_log2 = s.scale * kLog2e;
+  p.causal = s.causal;
+  const int64_t tiles = (p.rows + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int64_t batch_step = std::max<int64_t>(1, kMaxGridZ / p.num_splits);
+  for (int64_t b0 = 0; b0 < s.batch; b0 += batch_step) {
+    p.batch_offset = static_cast<int>(b0);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(s.heads_k),
+                    static_cast<unsigned>(std::min(batch_step, s.batch - b0) * p.num_splits));
+    {
+      flash_attention_fwd_kernel<T, Cfg><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+    }
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  if (p.num_splits > 1) {
+    const unsigned blocks = static_cast<unsigned>((p.rows_all + 3) / 4);
+    {
+      flash_attention_combine_kernel<T><<<blocks, 128, 0, stream>>>(
+          a.split_out, a.split_lse, static_cast<T*>(a.out), a.lse, p.rows_all, Cfg::kD, p.num_splits);
+    }
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+template <typename T, int kD>
+cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
+  return is_decode(a.shape) ? launch_forward<T, typename Decode<kD>::type>(a, stream)
+                            : launch_forward<T, typename Prefill<kD>::type>(a, stream);
+}
+
+template <typename T>
+cudaError_t forward_typed(const AttentionForward& a, cudaStream_t stream) {
+  switch (a.shape.head_dim) {
+    case 64: return forward_for<T, 64>(a, stream);
+    case 128: return forward_for<T, 128>(a, stream);
+    case 256: return forward_for<T, 256>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+bool attention_native(DType dtype, int64_t head_dim, int sm, int64_t max_smem) {
+  if ((dtype != DType::bf16 && dtype != DType::f16) || sm < 80) return false;
+  int64_t fwd = 0;
+  switch (head_dim) {
+    case 64: fwd = std::max(Prefill<64>::type::kSmem, Decode<64>::type::kSmem); break;
+    case 128: fwd = std::max(Prefill<128>::type::kSmem, Decode<128>::type::kSmem); break;
+    case 256: fwd = std::max(Prefill<256>::type::kSmem, Decode<256>::type::kSmem); break;
+    default: return false;
+  }
+  return std::max(fwd, attention_backward_smem(head_dim)) <= max_smem;
+}
+
+bool attention_layout_ok(const AttentionOperand& t) {
+  return reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0 && t.batch_stride % 8 == 0 && t.head_stride % 8 == 0 &&
+         t.seq_stride % 8 == 0;
+}
+
+int attention_forward_splits(const AttentionShape& s, int sm_count) {
+  if (s.batch == 0 || s.heads_q == 0 || s.seq_q == 0 || s.seq_k == 0) return 1;
+  int64_t blocks = 0, block_n = 64, per_sm = 1;
+  switch (s.head_dim) {
+    case 64:
+      blocks = is_decode(s) ? blocks_per_split<Decode<64>::type>(s) : blocks_per_split<Prefill<64>::type>(s);
+      break;
+    case 128:
+      blocks = is_decode(s) ? blocks_per_split<Decode<128>::type>(s) : blocks_per_split<Prefill<128>::type>(s);
+      break;
+    default:
+      blocks = is_decode(s) ? blocks_per_split<Decode<256>::type>(s) : blocks_per_split<Prefill<256>::type>(s);
+      block_n = 32;
+  }
+  per_sm = is_decode(s) ? 3 : 1;  // blocks that fit on one multiprocessor at a time
+  const int64_t slots = static_cast<int64_t>(sm_count) * per_sm;
+  if (blocks >= slots) return 1;
+  const int64_t key_blocks = (s.seq_k + block_n - 1) / block_n;
+  // enough blocks for two waves, each split at least 4 key tiles long
+  const int64_t want = (2 * slots + blocks - 1) / blocks;
+  const int64_t splits = std::min<int64_t>({want, key_blocks / 4, 128});
+  return static_cast<int>(std::max<int64_t>(1, splits));
+}
+
+cudaError_t attention_forward(const AttentionForward& a, cudaStream_t stream) {
+  const AttentionShape& s = a.shape;
+  if (s.batch == 0 || s.heads_q == 0 || s.seq_q == 0) return cudaSuccess;
+  if (s.heads_k <= 0 || s.heads_q % s.heads_k != 0 || (a.num_splits > 1 && (!a.split_out || !a.split_lse))) {
+    return cudaErrorInvalidValue;
+  }
+  switch (s.dtype) {
+    case DType::bf16: return forward_typed<bf16>(a, stream);
+    case DType::f16: return forward_typed<f16>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace yirage::kernels::cuda
+
+#endif  // YIRAGE_HIP
