@@ -3,7 +3,7 @@
 //
 // One block per (tile of stacked query rows, key/value head, batch[, key split]). The block's query tile
 // stays in shared memory; key/value tiles stream through a two-stage cp.async pipeline into swizzled shared
-// memory. Each warp owns 16 x kMTiles query rows and kWarpKeys keys of every key tile: S = Q K^T on tensor
+// memory (kStages - 1 tiles in flight). Each warp owns 16 x kMTiles query rows and kWarpKeys keys of every key tile: S = Q K^T on tensor
 // cores, scaled into log2 units, masked (causal, bottom-right; keys past Sk), an online softmax whose row
 // maximum and sum stay in registers (the four lanes of a row reduce with two shuffles), P rounded to the input
 // dtype and fed straight from the S accumulators into P V. Prefill configurations put all warps on the rows
@@ -57,6 +57,7 @@ struct FwdConfig {
   static constexpr int kSmem = kSmemMain > kSmemEpilogue ? kSmemMain : kSmemEpilogue;
   static_assert(kWarpKeys % 16 == 0 && kWarpKeys * kWarpsN == kBlockN, "each warp takes whole 16-key steps");
   static_assert(kD % 64 == 0, "swizzled rows need a multiple of 64 elements");
+  static_assert(kStages >= 2, "at least one tile in flight while one is computed on");
 };
 
 struct FwdParams {
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
   }
 
   float acc[kMTiles][kDT][4];
-  float row_max[kMTiles][2], row_sum[kMTiles][2];
+  float row_max[kMTiles][2], row_sum[kMTiles][2], row_scale[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -162,14 +163,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
 
-  if (nb_begin < nb_end) load_kv(0, nb_begin);
-  cp_async_commit();
+  // kStages - 1 key/value tiles in flight ahead of the one computed on (one commit group per tile; the
+  // query tile rides with the first).
+#pragma unroll
+  for (int i = 0; i < Cfg::kStages - 1; ++i) {
+    if (nb_begin + i < nb_end) load_kv(i, nb_begin + i);
+    cp_async_commit();
+  }
   for (int nb = nb_begin; nb < nb_end; ++nb) {
     const int stage = (nb - nb_begin) % Cfg::kStages;
-    if (nb + 1 < nb_end) load_kv((stage + 1) % Cfg::kStages, nb + 1);
+    cp_async_wait<Cfg::kStages - 2>();  // tile nb landed (this thread's copies) ...
+    __syncthreads();  // ... everyone's, and every warp is done with the stage computed on last iteration
+    if (nb + Cfg::kStages - 1 < nb_end) load_kv((stage + Cfg::kStages - 1) % Cfg::kStages, nb + Cfg::kStages - 1);
     cp_async_commit();
-    cp_async_wait<1>();  // this tile (and the query tile) landed; the next one may still be in flight
-    __syncthreads();
 
     // S = Q K^T for this warp's rows and keys. A: Q rows (ldmatrix x4: matrices (rows 0-7 | 8-15) x
     // (k 0-7 | 8-15) -> a0..a3). B: K rows are the n index, stored [key][d] = B^T row-major, so the plain
@@ -202,43 +208,61 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
       }
     }
 
-    // Scale to log2 units (before the max: the scale may be negative), mask, online softmax.
+    // Online softmax in log2 units. A positive scale is applied inside the exponential (max over the raw
+    // scores, then exp2(s * scale_log2 - max * scale_log2) as one FFMA); any other scale is applied first (the
+    // max must be taken over the scaled scores when the scale is negative). Masked scores become -inf.
     const int n0 = nb * kBlockN + key0;
     const bool masked = nb * kBlockN + kBlockN > unmasked_end;
+    const bool lazy_scale = p.scale_log2 > 0.f;
+    const float exp_scale = lazy_scale ? p.scale_log2 : 1.f;
+    bool rescale = false;  // whether any row's running maximum moved
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float x = s[mt][nt][e] * p.scale_log2;
+          float x = lazy_scale ? s[mt][nt][e] : s[mt][nt][e] * p.scale_log2;
           if (masked && n0 + nt * 8 + (lane & 3) * 2 + (e & 1) > last_key[mt][e >> 1]) x = -INFINITY;
           s[mt][nt][e] = x;
         }
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = row_max[mt][h];
+        float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
         mx = fmaxf(mx, shfl_xor(mx, 1));
         mx = fmaxf(mx, shfl_xor(mx, 2));
-        const float base = mx == -INFINITY ? 0.f : mx;  // a row with no visible key yet: exp2(-inf) = 0
+        const float mx_new = fmaxf(row_max[mt][h], mx * exp_scale);
+        const float base = mx_new == -INFINITY ? 0.f : mx_new;  // a row with no visible key yet: exp2(-inf) = 0
         const float alpha = exp2_approx(row_max[mt][h] - base);
-        row_max[mt][h] = mx;
+        rescale |= alpha != 1.f;
+        row_max[mt][h] = mx_new;
+        row_scale[mt][h] = alpha;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const float p0 = exp2_approx(s[mt][nt][2 * h] - base), p1 = exp2_approx(s[mt][nt][2 * h + 1] - base);
+          const float p0 = exp2_approx(fmaf(s[mt][nt][2 * h], exp_scale, -base));
+          const float p1 = exp2_approx(fmaf(s[mt][nt][2 * h + 1], exp_scale, -base));
           s[mt][nt][2 * h] = p0;
           s[mt][nt][2 * h + 1] = p1;
           sum += p0 + p1;
         }
         row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+      }
+    }
+    // Rescale the output accumulators only when some row of the warp needs it: once the running maxima
+    // settle (after the first key tiles, typically) the multiplications are skipped.
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int dt = 0; dt < kDT; ++dt) {
-          acc[mt][dt][2 * h] *= alpha;
-          acc[mt][dt][2 * h + 1] *= alpha;
+          acc[mt][dt][0] *= row_scale[mt][0];
+          acc[mt][dt][1] *= row_scale[mt][0];
+          acc[mt][dt][2] *= row_scale[mt][1];
+          acc[mt][dt][3] *= row_scale[mt][1];
         }
       }
     }
@@ -267,7 +291,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
         }
       }
     }
-    __syncthreads();  // every warp is done with this stage before it is refilled
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -379,8 +402,8 @@ template <> struct Prefill<64> { using type = FwdConfig<64, 4, 2, 1, 64>; };
 template <> struct Prefill<128> { using type = FwdConfig<128, 4, 2, 1, 64>; };
 template <> struct Prefill<256> { using type = FwdConfig<256, 4, 1, 1, 32>; };
 template <int kD> struct Decode;
-template <> struct Decode<64> { using type = FwdConfig<64, 1, 1, 4, 64>; };
-template <> struct Decode<128> { using type = FwdConfig<128, 1, 1, 4, 64>; };
+template <> struct Decode<64> { using type = FwdConfig<64, 1, 1, 4, 64, 3>; };
+template <> struct Decode<128> { using type = FwdConfig<128, 1, 1, 4, 64, 3>; };
 template <> struct Decode<256> { using type = FwdConfig<256, 1, 1, 2, 32>; };
 
 constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
@@ -388,10 +411,30 @@ constexpr int kMaxGridZ = 65535;
 
 bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q <= kDecodeRows; }
 
+// What the split heuristic needs of a configuration: blocks per split, key tiles, resident blocks per SM.
+struct SplitInputs {
+  int64_t blocks = 0, key_tiles = 0, resident = 1;
+};
+
 template <typename Cfg>
-int64_t blocks_per_split(const AttentionShape& s) {
+SplitInputs split_inputs(const AttentionShape& s) {
+  SplitInputs in;
   const int64_t rows = s.heads_q / s.heads_k * s.seq_q;
-  return (rows + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads_k * s.batch;
+  in.blocks = (rows + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads_k * s.batch;
+  in.key_tiles = (s.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  // resident blocks per multiprocessor of the current device (the same for fp16 and bf16), asked once
+  static const int resident = [] {
+    auto kernel = flash_attention_fwd_kernel<bf16, Cfg>;
+    int n = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Cfg::kThreads, Cfg::kSmem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 1;
+    }
+    return std::max(1, n);
+  }();
+  in.resident = resident;
+  return in;
 }
 
 template <typename T, typename Cfg>
@@ -477,27 +520,30 @@ bool attention_layout_ok(const AttentionOperand& t) {
 }
 
 int attention_forward_splits(const AttentionShape& s, int sm_count) {
-  if (s.batch == 0 || s.heads_q == 0 || s.seq_q == 0 || s.seq_k == 0) return 1;
-  int64_t blocks = 0, block_n = 64, per_sm = 1;
+  if (s.batch == 0 || s.heads_q == 0 || s.seq_q == 0 || s.seq_k == 0 || sm_count <= 0) return 1;
+  SplitInputs in;
   switch (s.head_dim) {
-    case 64:
-      blocks = is_decode(s) ? blocks_per_split<Decode<64>::type>(s) : blocks_per_split<Prefill<64>::type>(s);
-      break;
-    case 128:
-      blocks = is_decode(s) ? blocks_per_split<Decode<128>::type>(s) : blocks_per_split<Prefill<128>::type>(s);
-      break;
-    default:
-      blocks = is_decode(s) ? blocks_per_split<Decode<256>::type>(s) : blocks_per_split<Prefill<256>::type>(s);
-      block_n = 32;
+    case 64: in = is_decode(s) ? split_inputs<Decode<64>::type>(s) : split_inputs<Prefill<64>::type>(s); break;
+    case 128: in = is_decode(s) ? split_inputs<Decode<128>::type>(s) : split_inputs<Prefill<128>::type>(s); break;
+    case 256: in = is_decode(s) ? split_inputs<Decode<256>::type>(s) : split_inputs<Prefill<256>::type>(s); break;
+    default: return 1;
   }
-  per_sm = is_decode(s) ? 3 : 1;  // blocks that fit on one multiprocessor at a time
-  const int64_t slots = static_cast<int64_t>(sm_count) * per_sm;
-  if (blocks >= slots) return 1;
-  const int64_t key_blocks = (s.seq_k + block_n - 1) / block_n;
-  // enough blocks for two waves, each split at least 4 key tiles long
-  const int64_t want = (2 * slots + blocks - 1) / blocks;
-  const int64_t splits = std::min<int64_t>({want, key_blocks / 4, 128});
-  return static_cast<int>(std::max<int64_t>(1, splits));
+  // FlashAttention-2's rule: no split when the grid nearly fills the GPU; otherwise the fewest splits whose
+  // waves of blocks are as full as the best (each split at least 4 key tiles long, at most 128 splits).
+  const int64_t slots = static_cast<int64_t>(sm_count) * in.resident;
+  if (in.blocks * 5 >= slots * 4) return 1;
+  const int64_t max_splits = std::min<int64_t>({128, in.key_tiles / 4, slots});
+  if (max_splits <= 1) return 1;
+  const auto efficiency = [&](int64_t n) {
+    const double waves = static_cast<double>(in.blocks * n) / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int64_t n = 1; n <= max_splits; ++n) best = std::max(best, efficiency(n));
+  for (int64_t n = 1; n <= max_splits; ++n) {
+    if (efficiency(n) >= 0.95 * best) return static_cast<int>(n);
+  }
+  return 1;
 }
 
 cudaError_t attention_forward(const AttentionForward& a, cudaStream_t stream) {
