@@ -216,17 +216,25 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     const bool lazy_scale = p.scale_log2 > 0.f;
     const float exp_scale = lazy_scale ? p.scale_log2 : 1.f;
     bool rescale = false;  // whether any row's running maximum moved
+    if (!lazy_scale) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] *= p.scale_log2;
+    }
+    if (masked) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (n0 + nt * 8 + (lane & 3) * 2 + (e & 1) > last_key[mt][e >> 1]) s[mt][nt][e] = -INFINITY;
+    }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = lazy_scale ? s[mt][nt][e] : s[mt][nt][e] * p.scale_log2;
-          if (masked && n0 + nt * 8 + (lane & 3) * 2 + (e & 1) > last_key[mt][e >> 1]) x = -INFINITY;
-          s[mt][nt][e] = x;
-        }
-      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float mx = -INFINITY;
