@@ -1,0 +1,88 @@
+// Tuning harness of the CUDA attention forward (not part of the library; attention_tune.sh drives it): one
+// configuration of attention_fwd.cu, given by -D macros, checked against a
+// naive fp32 reference and timed. Usage: attention_tune B Hq Hk Sq Sk causal splits(0=auto) iters
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda_runtime.h>
+#include "../../csrc/kernels/cuda/attention_fwd.cu"
+using namespace yirage::kernels::cuda;
+int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
+#ifndef CFG_D
+#define CFG_D 128
+#define CFG_WM 4
+#define CFG_MT 2
+#define CFG_WN 1
+#define CFG_BN 64
+#define CFG_ST 2
+#endif
+using Cfg = FwdConfig<CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST>;
+#define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
+
+__global__ void fill(bf16* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed; h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
+    p[i] = __float2bfloat16(((h & 0xffff) / 65535.f - 0.5f) * 2.f);
+  }
+}
+// one block per (b, hq, i): naive reference in fp32
+__global__ void ref(const bf16* q, const bf16* k, const bf16* v, float* out, int Hq, int Hk, int Sq, int Sk, int D, float scale, bool causal) {
+  extern __shared__ float sc[];
+  int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / (Hq / Hk);
+  const bf16* qr = q + (((int64_t)b * Hq + h) * Sq + i) * D;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < Sk; j += blockDim.x) {
+    const bf16* kr = k + (((int64_t)b * Hk + hk) * Sk + j) * D;
+    float s = 0; for (int d = 0; d < D; ++d) s += __bfloat162float(qr[d]) * __bfloat162float(kr[d]);
+    s *= scale; if (causal && j > i + Sk - Sq) s = -INFINITY; sc[j] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) { for (int j = 0; j < Sk; ++j) mx = fmaxf(mx, sc[j]); float l = 0; for (int j = 0; j < Sk; ++j) { sc[j] = mx == -INFINITY ? 0.f : expf(sc[j] - mx); l += sc[j]; } sc[Sk] = l; }
+  __syncthreads();
+  float l = sc[Sk];
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0; for (int j = 0; j < Sk; ++j) o += sc[j] * __bfloat162float(v[(((int64_t)b * Hk + hk) * Sk + j) * D + d]);
+    out[(((int64_t)b * Hq + h) * Sq + i) * D + d] = l > 0 ? o / l : 0.f;
+  }
+}
+
+int main(int argc, char** argv) {
+  int B = atoi(argv[1]), Hq = atoi(argv[2]), Hk = atoi(argv[3]), Sq = atoi(argv[4]), Sk = atoi(argv[5]);
+  bool causal = atoi(argv[6]); int splits = atoi(argv[7]); int iters = atoi(argv[8]);
+  const int D = CFG_D;
+  int64_t nq = (int64_t)B * Hq * Sq * D, nk = (int64_t)B * Hk * Sk * D;
+  bf16 *q, *k, *v, *o; float *lse, *so = nullptr, *sl = nullptr;
+  CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2)); CK(cudaMalloc(&o, nq * 2));
+  CK(cudaMalloc(&lse, (int64_t)B * Hq * Sq * 4));
+  fill<<<1024, 256>>>(q, nq, 1); fill<<<1024, 256>>>(k, nk, 2); fill<<<1024, 256>>>(v, nk, 3);
+  AttentionForward a;
+  a.shape = {B, Hq, Hk, Sq, Sk, D, 1.f / sqrtf((float)D), causal, DType::bf16};
+  a.q = {q, (int64_t)Hq * Sq * D, (int64_t)Sq * D, D}; a.k = {k, (int64_t)Hk * Sk * D, (int64_t)Sk * D, D}; a.v = {v, (int64_t)Hk * Sk * D, (int64_t)Sk * D, D};
+  a.out = o; a.lse = lse;
+  int dev_sms; CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0));
+  a.num_splits = splits > 0 ? splits : attention_forward_splits(a.shape, dev_sms);
+  if (a.num_splits > 1) { CK(cudaMalloc(&so, (int64_t)a.num_splits * B * Hq * Sq * D * 4)); CK(cudaMalloc(&sl, (int64_t)a.num_splits * B * Hq * Sq * 4)); a.split_out = so; a.split_lse = sl; }
+  CK(launch_forward<bf16, Cfg>(a, 0)); CK(cudaDeviceSynchronize());
+  double err = 0; bool checked = false;
+  if ((int64_t)B * Hq * Sq <= 65536 && Sk <= 8192) {
+    float* r; CK(cudaMalloc(&r, nq * 4));
+    ref<<<dim3(Sq, Hq, B), 128, (Sk + 1) * 4>>>(q, k, v, r, Hq, Hk, Sq, Sk, D, a.shape.scale, causal);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> hr(nq); std::vector<bf16> ho(nq);
+    CK(cudaMemcpy(hr.data(), r, nq * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(ho.data(), o, nq * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < nq; ++i) err = fmax(err, fabs(hr[i] - __bfloat162float(ho[i])));
+    checked = true; cudaFree(r);
+  }
+  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) CK(launch_forward<bf16, Cfg>(a, 0));
+  cudaEventRecord(e0);
+  for (int i = 0; i < iters; ++i) launch_forward<bf16, Cfg>(a, 0);
+  cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
+  float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
+  double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
+  double kv_bytes = 2.0 * nk * 2;
+  printf("cfg D%d WM%d MT%d WN%d BN%d ST%d smem %d | B%d Hq%d Hk%d Sq%d Sk%d causal%d splits%d | %.4f ms %.1f TFLOP/s %.0f GB/s(kv) | maxerr %s %.2e\n",
+         CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST, Cfg::kSmem, B, Hq, Hk, Sq, Sk, (int)causal, a.num_splits, ms,
+         flops / ms / 1e9, kv_bytes / ms / 1e6, checked ? "" : "(unchecked)", err);
+  return 0;
+}
