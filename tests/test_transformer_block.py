@@ -5,9 +5,10 @@ same block in plain PyTorch (float64): forward output and the gradients of the i
     out, resid = fused_add_rms_norm(h, x)
     y   = linear(silu_and_mul(linear(out))) + resid
 
-Runs on every device (the `device` fixture). Where yirage.attention has no kernel for the device (CUDA for
-now: attention is CPU-only), the block uses torch's scaled_dot_product_attention in its place, so every other
-op still runs in the same compiled chain there.
+Runs on every device (the `device` fixture). Where yirage.attention has no kernel for the device, the block uses
+torch's scaled_dot_product_attention in its place, so every other op still runs in the same compiled chain there.
+(On CUDA its head dim of 16 takes the portable attention kernel; tests/test_attention_cuda.py covers the
+tensor-core kernels.)
 """
 import math
 
