@@ -47,7 +47,12 @@ def test_cli_table_csv_and_plot(tmp_path):
     assert {"date", "device_name", "torch", "yirage_ext"} <= set(rows[0])
     assert len(rows) == 12 and {r["status"] for r in rows} == {"ok", "skip"}
     assert all(float(r["ms"]) > 0 and r["verdict"] == "ok" for r in rows if r["status"] == "ok")
-    assert "| op | shape |" in out_md.read_text()
+    md = out_md.read_text()
+    assert "| op | shape |" in md
+    # the recorded command keeps what was run and leaves out where the outputs went
+    command = next(line for line in md.splitlines() if line.startswith("- command:"))
+    assert "--ops rms_norm matmul" in command and str(tmp_path) not in command and "--csv" not in command
+    assert all(row["argv"] == command.split("`")[1].removeprefix("python -m yirage_ext.bench ") for row in rows)
     if HAS_MPL:
         for op in ("rms_norm", "matmul"):
             png = tmp_path / f"r-{op}.png"

@@ -127,6 +127,23 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     return rows
 
 
+# The options naming output files: a report records what was run, not where its copies were written.
+OUTPUT_OPTIONS = ("--csv", "--markdown", "--plot")
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The CLI arguments as recorded in a report, without the output-file options and their paths."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in OUTPUT_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(o + "=" for o in OUTPUT_OPTIONS)):
+            out.append(a)
+    return " ".join(out)
+
+
 def environment(device: str) -> Dict[str, str]:
     """What a report records: date, device name, torch and yirage_ext versions, library kind, CPU variant."""
     import platform
@@ -147,5 +164,5 @@ def environment(device: str) -> Dict[str, str]:
     return {"date": time.strftime("%Y-%m-%d"), "device": device, "device_name": name, "torch": torch.__version__,
             "yirage_ext": yirage_ext.__version__, "library": yirage_ext.load_info().kind,
             "cpu_variant": yirage_ext.cpu_isa(), "python": platform.python_version(),
-            "argv": " ".join(sys.argv[1:]), "load_average": load}
+            "argv": command_line(sys.argv[1:]), "load_average": load}
 
