@@ -58,21 +58,32 @@ template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
   return *reinterpret_cast<const Vec<T, N>*>(p);
 }
-// A Vec of 16-bit class types (bf16, fp16) filled element by element was stored with eight 2-byte stores
-// where the compiler split the struct copy (seen in the PTX of the norm and softmax kernels); packing the pairs
-// into 32-bit words first keeps the stores at least 4 bytes wide (16 where the compiler keeps the vector).
+// A 16-byte Vec is stored with one 16-byte instruction. Left to the compiler, the struct copy was split: into
+// eight 2-byte stores for 16-bit class types filled element by element, and into four 4-byte stores for
+// some of the unrolled vectors of a row even after packing (seen in the PTX of the norm and softmax kernels).
+// On CUDA the store is written as st.global.v4.b32; HIP packs the pairs into 32-bit words and stores a uint4.
 template <typename T, int N>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
-  if constexpr (sizeof(T) == 2 && N == 8) {
+  if constexpr (sizeof(T) * N == 16 && sizeof(T) <= 4) {
     uint32_t w[4];
+    if constexpr (sizeof(T) == 2) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint16_t lo, hi;
-      __builtin_memcpy(&lo, &v.v[2 * i], 2);
-      __builtin_memcpy(&hi, &v.v[2 * i + 1], 2);
-      w[i] = uint32_t(lo) | (uint32_t(hi) << 16);  // little-endian: element 2i at the lower address
+      for (int i = 0; i < 4; ++i) {
+        uint16_t lo, hi;
+        __builtin_memcpy(&lo, &v.v[2 * i], 2);
+        __builtin_memcpy(&hi, &v.v[2 * i + 1], 2);
+        w[i] = uint32_t(lo) | (uint32_t(hi) << 16);  // little-endian: element 2i at the lower address
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) __builtin_memcpy(&w[i], &v.v[i], 4);
     }
+#if YIRAGE_HIP
     *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+#else
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
+#endif
   } else {
     *reinterpret_cast<Vec<T, N>*>(p) = v;
   }
