@@ -120,18 +120,36 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     const T* src = valid ? qg + (r / sq) * p.q_h + (r % sq) * p.q_s + ch * 8 : static_cast<const T*>(p.q);
     cp_async_16(s_q + Tile::offset(row, ch), src, valid);
   }
+  // Key/value tiles: this thread copies chunk ch0 of rows row0 + i * kRowStep (i < kKVIters) of every tile, so
+  // its shared-memory offsets and global pointers are set up once; the pointers then advance a tile per call
+  // (tiles are loaded in order). Only a tile that runs past Sk checks its rows.
+  constexpr int kRowStep = kThreads / kChunks, kKVIters = kBlockN / kRowStep;
+  static_assert(kThreads % kChunks == 0 && kBlockN % kRowStep == 0, "whole rows per pass of the block");
+  const int row0 = tid / kChunks, ch0 = tid % kChunks;
+  const T* k_next = kg + (static_cast<int64_t>(nb_begin) * kBlockN + row0) * p.k_s + ch0 * 8;
+  const T* v_next = vg + (static_cast<int64_t>(nb_begin) * kBlockN + row0) * p.v_s + ch0 * 8;
+  const int64_t k_step = kRowStep * p.k_s, v_step = kRowStep * p.v_s;
   auto load_kv = [&](int stage, int nb) {
-    const int n0 = nb * kBlockN;
-    for (int c = tid; c < kBlockN * kChunks; c += kThreads) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const int key = n0 + row;
-      const bool valid = key < sk;  // zero rows past the end: 0 * V stays 0 under a masked probability
-      const T* ks = valid ? kg + static_cast<int64_t>(key) * p.k_s + ch * 8 : static_cast<const T*>(p.k);
-      const T* vs = valid ? vg + static_cast<int64_t>(key) * p.v_s + ch * 8 : static_cast<const T*>(p.v);
-      const uint32_t off = stage * Cfg::kTileKV + Tile::offset(row, ch);
-      cp_async_16(s_k + off, ks, valid);
-      cp_async_16(s_v + off, vs, valid);
+    const uint32_t st = stage * Cfg::kTileKV;
+    const int rows_left = sk - nb * kBlockN - row0;  // rows row0 + i * kRowStep < rows_left hold keys
+    if (rows_left > (kKVIters - 1) * kRowStep) {
+#pragma unroll
+      for (int i = 0; i < kKVIters; ++i) {
+        const uint32_t off = st + Tile::offset(row0 + i * kRowStep, ch0);
+        cp_async_16(s_k + off, k_next + i * k_step, true);
+        cp_async_16(s_v + off, v_next + i * v_step, true);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kKVIters; ++i) {
+        const uint32_t off = st + Tile::offset(row0 + i * kRowStep, ch0);
+        const bool valid = i * kRowStep < rows_left;  // zero rows past the end: 0 * V stays 0 under a masked probability
+        cp_async_16(s_k + off, valid ? k_next + i * k_step : static_cast<const T*>(p.k), valid);
+        cp_async_16(s_v + off, valid ? v_next + i * v_step : static_cast<const T*>(p.v), valid);
+      }
     }
+    k_next += kKVIters * k_step;
+    v_next += kKVIters * v_step;
   };
 
   // The two rows (g and g + 8 of each 16-row MMA tile) this lane holds: the last key each sees (-1: none).
