@@ -128,6 +128,7 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
     a.p = p;
     a.group = s.heads_q / s.heads_k;
     a.group_rows = a.group * s.seq_q;
+    if (a.group_rows > 0x7fffffff - Tr::kBlockM) return cudaErrorInvalidValue;  // the kernel's 32-bit row indices
     a.q_tiles = (a.group_rows + Tr::kBlockM - 1) / Tr::kBlockM;
     const int64_t key_blocks = (s.seq_k + Tr::kBlockN - 1) / Tr::kBlockN;
     const int64_t blocks = key_blocks * s.heads_k * s.batch;

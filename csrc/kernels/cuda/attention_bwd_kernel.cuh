@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
   const int64_t hk_count = p.shape.heads_k;
   const int64_t hk = bid % hk_count, b = bid / hk_count;
   const int64_t sq = p.shape.seq_q, sk = p.shape.seq_k, rows = a.group_rows;
+  const int sq32 = static_cast<int>(sq), rows32 = static_cast<int>(rows);  // see bwd_load_q_tile
   const int64_t n_base = static_cast<int64_t>(nb) * kBlockN;
   const int64_t row_base = (b * hk_count + hk) * rows;  // packed row 0 of this key/value head in (B, Hq, Sq)
 
@@ -157,8 +158,8 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
   // i + Sk - Sq lies before the block's first key (a tile spanning two heads holds i = Sq - 1: never hidden).
   auto bwd_tile_hidden = [&](int64_t m) -> bool {
     if (!p.shape.causal) return false;
-    const int64_t r0 = m * kBlockM, r1 = (r0 + kBlockM < rows ? r0 + kBlockM : rows) - 1;
-    const int64_t i_max = (r0 / sq == r1 / sq) ? r1 % sq : sq - 1;
+    const int r0 = static_cast<int>(m) * kBlockM, r1 = (r0 + kBlockM < rows32 ? r0 + kBlockM : rows32) - 1;
+    const int64_t i_max = (r0 / sq32 == r1 / sq32) ? r1 % sq32 : sq - 1;
     return i_max + sk - sq < n_base;
   };
   auto bwd_next_tile = [&](int64_t m) -> int64_t {
@@ -166,28 +167,42 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
     return m;
   };
   // Q and dO tiles of query tile m (rows past G * Sq zero-filled) into stage s, and the rows' lse, delta and
-  // last visible key.
+  // last visible key. This thread copies chunk ch0 of the tile rows row0 + i * kRowStep; a stacked row r is
+  // (head hk * G + r / Sq, position r % Sq), found with one 32-bit division per tile and stepped from there
+  // (the launcher keeps G * Sq + kBlockM below 2^31).
+  constexpr int kRowStep = kThreads / kChunks, kQIters = kBlockM / kRowStep;
+  static_assert(kThreads % kChunks == 0 && kBlockM % kRowStep == 0, "whole rows per pass of the block");
+  const int row0 = tid / kChunks, ch0 = tid % kChunks;
+  const T* q_head0 = static_cast<const T*>(p.q.ptr) + b * p.q.batch_stride + hk * a.group * p.q.head_stride + ch0 * 8;
+  const T* g_head0 = static_cast<const T*>(p.grad_out.ptr) + b * p.grad_out.batch_stride +
+                     hk * a.group * p.grad_out.head_stride + ch0 * 8;
   auto bwd_load_q_tile = [&](int64_t m, int s) {
     const int64_t m_base = m * kBlockM;
     const uint32_t sQ = s_base + Tr::kOffQ + s * Tr::kQ, sDO = s_base + Tr::kOffDO + s * Tr::kQ;
-    const T* qp = static_cast<const T*>(p.q.ptr);
-    const T* gp = static_cast<const T*>(p.grad_out.ptr);
-    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const int64_t r = m_base + row;
-      const bool valid = r < rows;
-      const T* qs = qp;
-      const T* gs = gp;
+    const int r0 = static_cast<int>(m_base) + row0;
+    int h = r0 / sq32, i = r0 - h * sq32;
+#pragma unroll
+    for (int it = 0; it < kQIters; ++it) {
+      const bool valid = r0 + it * kRowStep < rows32;
+      const T* qs = static_cast<const T*>(p.q.ptr);
+      const T* gs = static_cast<const T*>(p.grad_out.ptr);
       if (valid) {
-        const int64_t h = hk * a.group + r / sq, i = r % sq;
-        qs = qp + b * p.q.batch_stride + h * p.q.head_stride + i * p.q.seq_stride + ch * 8;
-        gs = gp + b * p.grad_out.batch_stride + h * p.grad_out.head_stride + i * p.grad_out.seq_stride + ch * 8;
+        qs = q_head0 + h * p.q.head_stride + i * p.q.seq_stride;
+        gs = g_head0 + h * p.grad_out.head_stride + i * p.grad_out.seq_stride;
       }
-      cp_async_16(sQ + TileD::offset(row, ch), qs, valid);
-      cp_async_16(sDO + TileD::offset(row, ch), gs, valid);
+      const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+      cp_async_16(sQ + off, qs, valid);
+      cp_async_16(sDO + off, gs, valid);
+      if (it + 1 < kQIters) {
+        i += kRowStep;
+        while (i >= sq32) {
+          i -= sq32;
+          ++h;
+        }
+      }
     }
     if (tid < kBlockM) {
-      const int64_t r = m_base + tid;
+      const int r = static_cast<int>(m_base) + tid;
       float lse2 = INFINITY, delta = 0.f;
       int64_t lim = -1;
       if (r < rows) {
@@ -196,7 +211,7 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
         delta = p.delta[row_base + r];
         lim = sk - 1;
         if (p.shape.causal) {
-          const int64_t c = r % sq + sk - sq;
+          const int64_t c = r % sq32 + sk - sq;
           lim = c < lim ? c : lim;
         }
         lim -= n_base;
