@@ -1,4 +1,5 @@
-// RMSNorm on CUDA (torch-free entry points; kernels in rms_norm.cu).
+// RMSNorm on CUDA (torch-free entry points; the forward kernels in rms_norm.cu, the backward in
+// rms_norm_bwd.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

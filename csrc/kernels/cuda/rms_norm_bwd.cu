@@ -1,0 +1,299 @@
+// RMSNorm backward on CUDA (the forward, and the register and long-row paths it shares with the backward:
+// rms_norm.cu).
+//
+// Register path up to 512 * 4 vectors (16K bf16, 8K fp32; more would spill; 16-bit types aim
+// at 2 vectors per thread to leave registers for the weight-gradient accumulators), then
+// the long-row path. One pass per row computes sum(x^2) and sum(g*w*x) in one reduction, then
+// dx = rstd*g*w - x*rstd^3*sum(g*w*x)/N (+ grad_add). The weight gradient sum(g*x*rstd) is accumulated
+// per thread in registers across the rows of a persistent grid (SMs x resident blocks), merged per block
+// in shared memory into one fp32 row of a workspace, and reduced column-wise by a second kernel
+// (deterministic, no atomics). The long-row backward accumulates its partial row in the workspace.
+// Accumulation in fp32 (fp64 for fp64).
+#include <type_traits>
+
+#include "norm_common.cuh"
+#include "rms_norm.h"
+
+namespace yirage::kernels::cuda {
+namespace {
+
+using norm::group_sum;
+using norm::block_sum_k;
+using norm::RowPlan;
+
+// ---------------------------------------------------------------- backward, register path
+template <typename T, int NV>
+__global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr) {
+  using A = float;
+  constexpr int V = kVec<T>;
+  extern __shared__ float rms_bwd_merge[];  // cols floats when a block holds several rows
+  __shared__ A smem[512 / kWarpSize * 2];
+  const int rpb = blockDim.x / tpr;
+  const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
+  const int64_t nvec = p.cols / V;
+  const int64_t groups = (p.rows + rpb - 1) / rpb;
+  const T* w = static_cast<const T*>(p.weight);
+  const bool want_dw = p.grad_weight != nullptr;
+  A dw[NV][V];
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) dw[k][e] = A(0);
+  }
+  const A inv_n = A(1) / A(p.cols);
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t row = g * rpb + sub;
+    const bool live = row < p.rows;
+    const int64_t rr = live ? row : 0;
+    const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
+    const T* go = static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride;
+    Vec<T, V> xv[NV], gv[NV];
+    A s[2] = {A(0), A(0)};
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+      if (live && j < nvec) {
+        xv[k] = load_vec<T, V>(x + j * V);
+        gv[k] = load_vec<T, V>(go + j * V);
+        if (w) {
+          const Vec<T, V> b = load_vec<T, V>(w + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const A xf = to_acc(xv[k].v[e]);
+            s[0] += xf * xf;
+            s[1] += to_acc(gv[k].v[e]) * to_acc(b.v[e]) * xf;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const A xf = to_acc(xv[k].v[e]);
+            s[0] += xf * xf;
+            s[1] += to_acc(gv[k].v[e]) * xf;
+          }
+        }
+      }
+    }
+    group_sum<2>(s, tpr, smem);
+    const A rstd = A(1) / sqrtf(s[0] * inv_n + A(p.eps));
+    const A c = rstd * rstd * rstd * s[1] * inv_n;
+    T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
+    const T* ga = p.grad_add ? static_cast<const T*>(p.grad_add) + rr * p.grad_add_stride : nullptr;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+      if (live && j < nvec) {
+        A gw[V];
+        if (w) {
+          const Vec<T, V> b = load_vec<T, V>(w + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) gw[e] = to_acc(gv[k].v[e]) * to_acc(b.v[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) gw[e] = to_acc(gv[k].v[e]);
+        }
+        A d[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) d[e] = gw[e] * rstd - to_acc(xv[k].v[e]) * c;
+        if (ga) {
+          const Vec<T, V> a = load_vec<T, V>(ga + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) d[e] += to_acc(a.v[e]);
+        }
+        Vec<T, V> o;
+#pragma unroll
+        for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(d[e]);
+        store_vec<T, V>(dx + j * V, o);
+        if (want_dw) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) dw[k][e] += to_acc(gv[k].v[e]) * (to_acc(xv[k].v[e]) * rstd);
+        }
+      }
+    }
+  }
+  if (!want_dw) return;  // block-uniform
+  A* ws = static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols;
+  if (rpb == 1) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+      if (j < nvec) {
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          Vec<A, 4> q;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) q.v[u] = dw[k][e + u];
+          store_vec<A, 4>(ws + j * V + e, q);
+        }
+      }
+    }
+    return;
+  }
+  // several rows per block: merge the groups' partials in shared memory, in group order
+  for (int r = 0; r < rpb; ++r) {
+    if (sub == r) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (j < nvec) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            float* m = rms_bwd_merge + j * V + e;
+            *m = r == 0 ? dw[k][e] : *m + dw[k][e];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x) ws[i] = rms_bwd_merge[i];
+}
+
+// ---------------------------------------------------------------- backward, long-row path
+template <typename T, int V>
+__global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
+  using A = acc_t<T>;
+  __shared__ A smem[1024 / kWarpSize * 2];
+  const int64_t nv = p.cols / V;
+  const T* w = static_cast<const T*>(p.weight);
+  A* ws = p.grad_weight ? static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols : nullptr;
+  const A inv_n = A(1) / A(p.cols);
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const bool first = row == blockIdx.x;
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* go = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
+    A s[2] = {A(0), A(0)};
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
+      Vec<T, V> b;
+      if (w) b = load_vec<T, V>(w + i * V);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const A xf = to_acc(a.v[e]);
+        s[0] += xf * xf;
+        s[1] += (w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e])) * xf;
+      }
+    }
+    block_sum_k<2>(s, smem);
+    const A rstd = A(1) / sqrt(s[0] * inv_n + A(p.eps));
+    const A c = rstd * rstd * rstd * s[1] * inv_n;
+    T* dx = static_cast<T*>(p.grad_x) + row * p.cols;
+    const T* ga = p.grad_add ? static_cast<const T*>(p.grad_add) + row * p.grad_add_stride : nullptr;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
+      Vec<T, V> b, ad;
+      if (w) b = load_vec<T, V>(w + i * V);
+      if (ga) ad = load_vec<T, V>(ga + i * V);
+      Vec<T, V> o;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const A xf = to_acc(a.v[e]), gf = to_acc(g.v[e]);
+        A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
+        if (ga) d += to_acc(ad.v[e]);
+        o.v[e] = from_acc<T>(d);
+        if (ws) {
+          A* q = ws + i * V + e;  // this thread's own columns: no other thread touches them
+          const A v = gf * (xf * rstd);
+          *q = first ? v : *q + v;
+        }
+      }
+      store_vec<T, V>(dx + i * V, o);
+    }
+  }
+}
+
+template <typename T>
+bool bwd_vec_ok(const RmsNormBackward& p) {
+  constexpr int V = kVec<T>;
+  return p.cols % V == 0 && p.x_stride % V == 0 && p.grad_out_stride % V == 0 && aligned(p.x, 16) &&
+         aligned(p.grad_out, 16) && aligned(p.grad_x, 16) && (p.weight == nullptr || aligned(p.weight, 16)) &&
+         (p.grad_add == nullptr || (aligned(p.grad_add, 16) && p.grad_add_stride % V == 0));
+}
+
+using BwdRegsKernel = void (*)(RmsNormBackward, int);
+
+template <typename T>
+BwdRegsKernel bwd_regs_kernel(int nv) {
+  if constexpr (std::is_same_v<T, double>) {
+    return nullptr;
+  } else {
+    switch (nv) {
+      case 1: return rms_bwd_regs<T, 1>;
+      case 2: return rms_bwd_regs<T, 2>;
+      default: return rms_bwd_regs<T, 4>;
+    }
+  }
+}
+
+struct BwdPlan {
+  RowPlan rp;        // rp.regs: register path
+  bool vec = false;  // long-row path: 16-byte vectors
+  int block = 0;
+  size_t smem = 0;
+  int64_t grid = 0;  // = rows of workspace partials
+};
+
+// The same plan for the workspace query and the launch (same device, same parameters).
+template <typename T>
+BwdPlan bwd_plan(const RmsNormBackward& p) {
+  constexpr int V = kVec<T>;
+  BwdPlan b;
+  b.vec = bwd_vec_ok<T>(p);
+  const int64_t sms = norm::sm_count();
+  if (!std::is_same_v<T, double> && b.vec) b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 ? 2 : 4);
+  if (b.rp.regs) {
+    const int rpb = b.rp.block / b.rp.tpr;
+    b.block = b.rp.block;
+    b.smem = rpb > 1 && p.grad_weight ? size_t(p.cols) * sizeof(float) : 0;
+    const int64_t groups = (p.rows + rpb - 1) / rpb;
+    const int64_t cap = sms * norm::blocks_per_sm(bwd_regs_kernel<T>(b.rp.nv), b.block, b.smem);
+    b.grid = groups < cap ? groups : cap;
+  } else {
+    b.block = norm::general_block(b.vec ? p.cols / V : p.cols);
+    const int occ = b.vec ? norm::blocks_per_sm(rms_bwd_general<T, V>, b.block, 0)
+                          : norm::blocks_per_sm(rms_bwd_general<T, 1>, b.block, 0);
+    const int64_t cap = sms * occ;
+    b.grid = p.rows < cap ? p.rows : cap;
+  }
+  return b;
+}
+
+template <typename T>
+cudaError_t bwd_launch(const RmsNormBackward& p, cudaStream_t stream) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  const BwdPlan b = bwd_plan<T>(p);
+  if (p.grad_weight && p.workspace == nullptr) return cudaErrorInvalidValue;
+  if (b.rp.regs) {
+    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);  // a named kernel: hipify cannot rewrite f(x)<<<...>>>
+    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr);
+  } else if (b.vec) {
+    rms_bwd_general<T, V><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
+  } else {
+    rms_bwd_general<T, 1><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
+  }
+  cudaError_t e = launch_status();
+  if (e != cudaSuccess || !p.grad_weight) return e;
+  return norm::colsum<T, A>(static_cast<const A*>(p.workspace), b.grid, p.cols, static_cast<T*>(p.grad_weight),
+                            stream);
+}
+
+}  // namespace
+
+int64_t rms_norm_backward_workspace(const RmsNormBackward& p) {
+  if (p.rows <= 0 || p.cols <= 0 || p.grad_weight == nullptr) return 0;
+  int64_t n = 0;
+  auto get = [&]() -> cudaError_t {
+    YIRAGE_CUDA_DISPATCH(p.dtype, T, n = bwd_plan<T>(p).grid * p.cols);
+    return cudaSuccess;
+  };
+  (void)get();
+  return n;
+}
+
+cudaError_t rms_norm_backward(const RmsNormBackward& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.cols <= 0) return cudaSuccess;
+  YIRAGE_CUDA_DISPATCH(p.dtype, T, return bwd_launch<T>(p, stream));
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace yirage::kernels::cuda
