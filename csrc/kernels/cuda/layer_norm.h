@@ -1,4 +1,5 @@
-// LayerNorm on CUDA (torch-free entry points; kernels in layer_norm.cu).
+// LayerNorm on CUDA (torch-free entry points; the forward kernels in layer_norm.cu, the backward in
+// layer_norm_bwd.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

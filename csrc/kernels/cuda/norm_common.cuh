@@ -1,4 +1,5 @@
-// Pieces shared by the normalization kernels (rms_norm.cu, rms_norm_bwd.cu, layer_norm.cu), torch-free.
+// Pieces shared by the normalization kernels (rms_norm.cu, rms_norm_bwd.cu, layer_norm.cu,
+// layer_norm_bwd.cu), torch-free.
 //
 // - Row groups: a row is handled by `tpr` threads (a power of two, 1 .. 512) of a block that holds
 //   blockDim.x / tpr rows. group_sum() reduces K values over the group: xor shuffles inside the warp
