@@ -1,5 +1,5 @@
-// softmax / log_softmax and their backward ops on CUDA over any dim (torch-free entry points; kernels in
-// softmax.cu).
+// softmax / log_softmax and their backward ops on CUDA over any dim (torch-free entry points; the forward
+// kernels in softmax.cu, the backward in softmax_bwd.cu).
 //
 // Layout: each input is viewed as (outer, dim, inner) with the inner elements contiguous and one stride each
 // for the outer index and the softmax index (slices, padded rows and broadcast strides are read in place;

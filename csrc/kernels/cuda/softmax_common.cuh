@@ -1,0 +1,110 @@
+// Pieces shared by the softmax / log_softmax forward (softmax.cu) and backward (softmax_bwd.cu) kernels,
+// torch-free: exp and log in the accumulation type, the reductions over lane groups, the block sizes, the
+// plan that picks a row kernel (warp-level or block-level registers, or global) and the column kernel's
+// block shape.
+#pragma once
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace yirage::kernels::cuda::softmax {
+
+__device__ __forceinline__ float sm_exp(float v) { return expf(v); }
+__device__ __forceinline__ double sm_exp(double v) { return exp(v); }
+__device__ __forceinline__ float sm_log(float v) { return logf(v); }
+__device__ __forceinline__ double sm_log(double v) { return log(v); }
+
+// Reductions over groups of `lanes` (a power of two <= the warp) consecutive lanes; every lane of the warp
+// must call them.
+template <typename A>
+__device__ __forceinline__ A group_max(A v, int lanes) {
+  for (int m = lanes >> 1; m > 0; m >>= 1) v = max(v, shfl_xor(v, m));
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A group_sum(A v, int lanes) {
+  for (int m = lanes >> 1; m > 0; m >>= 1) v += shfl_xor(v, m);
+  return v;
+}
+
+constexpr int kRegThreads = 512;     // block-level register kernel: at most this many threads
+constexpr int kWarpRowThreads = 256;  // warp-level register kernel: threads per block
+constexpr int kGlobalThreads = 1024;  // global kernel
+constexpr int kColThreads = 256;      // column kernel
+
+inline int softmax_pow2_ceil(int64_t n, int cap) {
+  int v = 1;
+  while (v < cap && v < n) v *= 2;
+  return v;
+}
+
+// Register kernels for every dtype but fp64 (fp64 is for gradcheck: the global kernel serves it).
+template <typename T>
+constexpr bool kSoftmaxRegisters = sizeof(T) < 8;
+
+// How a row of nvec vectors is handled: the register kernels (lanes per row or a whole block, vectors per
+// thread) or the global kernel.
+struct RowPlan {
+  enum Kind { warp, block, global } kind = global;
+  int n = 0;        // vectors per thread (register kernels)
+  int lanes = 0;    // lanes per row (warp kernel)
+  int threads = 0;  // block size
+};
+
+constexpr int kMaxN = 8;     // forward: vectors per thread at most (x: 32 registers)
+constexpr int kMaxNBwd = 4;  // backward: the same registers for g and out
+
+inline RowPlan softmax_row_plan(int64_t nvec, bool registers, int max_n) {
+  RowPlan r;
+  if (!registers) {
+    r.threads = kGlobalThreads;
+    return r;
+  }
+  if (nvec <= int64_t(kWarpSize) * max_n) {
+    r.kind = RowPlan::warp;
+    r.n = 1;
+    while (int64_t(r.n) * kWarpSize < nvec) r.n *= 2;
+    r.lanes = softmax_pow2_ceil((nvec + r.n - 1) / r.n, kWarpSize);
+    r.threads = kWarpRowThreads;
+    return r;
+  }
+  const int64_t threads = ((nvec + max_n - 1) / max_n + kWarpSize - 1) / kWarpSize * kWarpSize;
+  if (threads <= kRegThreads) {
+    r.kind = RowPlan::block;
+    r.n = max_n;
+    r.threads = int(threads);
+    return r;
+  }
+  r.threads = kGlobalThreads;
+  return r;
+}
+
+// Blocks for `rows` rows under plan r; 0 when over the grid limit.
+inline unsigned softmax_row_blocks(int64_t rows, const RowPlan& r) {
+  const int64_t per = r.kind == RowPlan::warp ? r.threads / r.lanes : 1;
+  const int64_t b = (rows + per - 1) / per;
+  return b > 0x7fffffff ? 0u : unsigned(b);
+}
+
+// The column kernel's block shape (bx inner indices x by splits of the dim, bx * by <= kColThreads) and
+// the tiles of bx per outer index.
+struct ColPlan {
+  dim3 block;
+  int64_t tiles = 0;
+  unsigned blocks = 0;
+};
+
+inline ColPlan softmax_col_plan(int64_t outer, int64_t dim, int64_t inner) {
+  const int bx0 = softmax_pow2_ceil(inner, kWarpSize);
+  const int by = softmax_pow2_ceil(dim, kColThreads / bx0);
+  const int bx = softmax_pow2_ceil(inner, kColThreads / by);
+  ColPlan c;
+  c.block = dim3(unsigned(bx), unsigned(by));
+  c.tiles = (inner + bx - 1) / bx;
+  const int64_t blocks = outer * c.tiles;
+  c.blocks = blocks > 0x7fffffff ? 0u : unsigned(blocks);
+  return c;
+}
+
+}  // namespace yirage::kernels::cuda::softmax
