@@ -16,16 +16,7 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-using sm80::cp_async_16;
-using sm80::cp_async_commit;
-using sm80::cp_async_wait;
-using sm80::exp2_approx;
-using sm80::ldmatrix_x4;
-using sm80::ldmatrix_x4_trans;
-using sm80::mma_16816;
-using sm80::pack2;
-using sm80::smem_u32;
-using sm80::SwizzledTile;
+using namespace sm80;
 
 constexpr float bwd_log2e = 1.4426950408889634f;
 
@@ -195,10 +186,7 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
       cp_async_16(sDO + off, gs, valid);
       if (it + 1 < kQIters) {
         i += kRowStep;
-        while (i >= sq32) {
-          i -= sq32;
-          ++h;
-        }
+        for (; i >= sq32; i -= sq32) ++h;
       }
     }
     if (tid < kBlockM) {
