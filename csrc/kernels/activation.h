@@ -45,4 +45,15 @@ inline bool activation_needs_pre(Activation a) {
   return a == Activation::gelu || a == Activation::gelu_tanh || a == Activation::silu;
 }
 
+// The fits of the fp32 normal CDF Phi (the CPU kernels' gelu and CUDA's fp32 gelu; the CPU's
+// activation_math_impl.h gives their accuracy): Phi(x) = 1/2 + x P(x^2) for |x| < kSplit, and on the tails
+// Phi(-|x|) = exp(-x^2/2) t H(t) with t = 1 / (1 + |x| kT). Coefficients from the highest degree down.
+struct NormalCdfFit {
+  static constexpr float kSplit = 1.3f, kT = 3.535533845e-01f;
+  static constexpr float p5 = -6.632304576e-06f, p4 = 1.103859613e-04f, p3 = -1.182997017e-03f,
+                         p2 = 9.971847758e-03f, p1 = -6.649012864e-02f, p0 = 3.989422619e-01f;
+  static constexpr float h6 = 2.382886410e-02f, h5 = -1.253476292e-01f, h4 = 1.392106265e-01f,
+                         h3 = 4.839326814e-02f, h2 = 1.323946267e-01f, h1 = 1.399874091e-01f, h0 = 1.410983205e-01f;
+};
+
 }  // namespace yirage::kernels

@@ -14,30 +14,31 @@ inline V normal_cdf(V x, V* gauss) {
     for (int i = 0; i < V::W; ++i) lanes[i] = acc_t(0.5) * std::erfc(lanes[i] * acc_t(-0.70710678118654752440));
     return V::load(lanes);
   } else {
+    using F = NormalCdfFit;  // kernels/activation.h
     // |x| < 1.3: Phi(x) = 1/2 + x * P(x^2), a minimax fit (relative error of P below 2e-8)
     const V s = x * x;
-    V p = V::set1(-6.632304576e-06f);
-    p = V::fma(p, s, V::set1(1.103859613e-04f));
-    p = V::fma(p, s, V::set1(-1.182997017e-03f));
-    p = V::fma(p, s, V::set1(9.971847758e-03f));
-    p = V::fma(p, s, V::set1(-6.649012864e-02f));
-    p = V::fma(p, s, V::set1(3.989422619e-01f));
+    V p = V::set1(F::p5);
+    p = V::fma(p, s, V::set1(F::p4));
+    p = V::fma(p, s, V::set1(F::p3));
+    p = V::fma(p, s, V::set1(F::p2));
+    p = V::fma(p, s, V::set1(F::p1));
+    p = V::fma(p, s, V::set1(F::p0));
     const V near0 = V::fma(p, x, V::set1(0.5f));
     // |x| >= 1.3: Phi(-|x|) = exp(-x^2/2) * t * H(t), t = 1 / (1 + |x| / (2 sqrt 2)) (erfc's classic
     // substitution), H a minimax fit on |x| in [1.3, 14] (relative error below 3e-7); beyond, exp(-x^2/2)
     // underflows to 0 while t * H(t) stays finite (t -> 0), so the tail needs no cut-off and stays relative
     const V y = vabs(x);
-    const V t = V::set1(1.f) / V::fma(y, V::set1(3.535533845e-01f), V::set1(1.f));
-    V h = V::set1(2.382886410e-02f);
-    h = V::fma(h, t, V::set1(-1.253476292e-01f));
-    h = V::fma(h, t, V::set1(1.392106265e-01f));
-    h = V::fma(h, t, V::set1(4.839326814e-02f));
-    h = V::fma(h, t, V::set1(1.323946267e-01f));
-    h = V::fma(h, t, V::set1(1.399874091e-01f));
-    h = V::fma(h, t, V::set1(1.410983205e-01f));
+    const V t = V::set1(1.f) / V::fma(y, V::set1(F::kT), V::set1(1.f));
+    V h = V::set1(F::h6);
+    h = V::fma(h, t, V::set1(F::h5));
+    h = V::fma(h, t, V::set1(F::h4));
+    h = V::fma(h, t, V::set1(F::h3));
+    h = V::fma(h, t, V::set1(F::h2));
+    h = V::fma(h, t, V::set1(F::h1));
+    h = V::fma(h, t, V::set1(F::h0));
     const V lower = *gauss * t * h;                                        // Phi(-|x|)
     const V tail = vselect_lt(V::zero(), x, V::set1(1.f) - lower, lower);  // Phi(x)
-    return vselect_lt(y, V::set1(1.3f), near0, tail);                      // NaN: tail, NaN
+    return vselect_lt(y, V::set1(F::kSplit), near0, tail);                      // NaN: tail, NaN
   }
 }
 

@@ -28,33 +28,34 @@ namespace {
 __device__ __forceinline__ float act_exp(float v) { return expf(v); }
 __device__ __forceinline__ double act_exp(double v) { return exp(v); }
 // Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: the
-// CPU kernels' branch-free form (cpu/activation_math_impl.h, whose comments give the fits): 1/2 + x P(x^2) for
-// |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
+// CPU kernels' branch-free form with the same fits (NormalCdfFit; cpu/activation_math_impl.h gives their
+// accuracy): 1/2 + x P(x^2) for |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
 // selected, about 30 instructions against erfcf's 60 (with which bf16 gelu was compute-bound: 84% of the issue
 // slots at 60% of the copy bandwidth on an H100). Relative accuracy holds on the lower tail, where
 // 1 + erf(x / sqrt 2) would cancel. fp64: the C library's erfc.
 __device__ __forceinline__ float normal_cdf(float x, float* gauss) {
+  using F = NormalCdfFit;  // the coefficients, shared with the CPU kernels (kernels/activation.h)
   *gauss = expf(x * x * -0.5f);
   const float s = x * x;
-  float p = -6.632304576e-06f;
-  p = fmaf(p, s, 1.103859613e-04f);
-  p = fmaf(p, s, -1.182997017e-03f);
-  p = fmaf(p, s, 9.971847758e-03f);
-  p = fmaf(p, s, -6.649012864e-02f);
-  p = fmaf(p, s, 3.989422619e-01f);
+  float p = F::p5;
+  p = fmaf(p, s, F::p4);
+  p = fmaf(p, s, F::p3);
+  p = fmaf(p, s, F::p2);
+  p = fmaf(p, s, F::p1);
+  p = fmaf(p, s, F::p0);
   const float near0 = fmaf(p, x, 0.5f);
   const float y = fabsf(x);
-  const float t = 1.f / fmaf(y, 3.535533845e-01f, 1.f);
-  float h = 2.382886410e-02f;
-  h = fmaf(h, t, -1.253476292e-01f);
-  h = fmaf(h, t, 1.392106265e-01f);
-  h = fmaf(h, t, 4.839326814e-02f);
-  h = fmaf(h, t, 1.323946267e-01f);
-  h = fmaf(h, t, 1.399874091e-01f);
-  h = fmaf(h, t, 1.410983205e-01f);
+  const float t = 1.f / fmaf(y, F::kT, 1.f);
+  float h = F::h6;
+  h = fmaf(h, t, F::h5);
+  h = fmaf(h, t, F::h4);
+  h = fmaf(h, t, F::h3);
+  h = fmaf(h, t, F::h2);
+  h = fmaf(h, t, F::h1);
+  h = fmaf(h, t, F::h0);
   const float lower = *gauss * t * h;                 // Phi(-|x|)
   const float tail = 0.f < x ? 1.f - lower : lower;  // Phi(x)
-  return y < 1.3f ? near0 : tail;                     // NaN: tail, NaN
+  return y < F::kSplit ? near0 : tail;                     // NaN: tail, NaN
 }
 // The same for results rounded to bf16 / fp16: erfc(|x| / sqrt 2) from the Chebyshev fit of Numerical Recipes'
 // erfcc with the hardware reciprocal and exp2, about 15 instructions. Relative error about 4e-6 for |x| < 8 (1e-5
