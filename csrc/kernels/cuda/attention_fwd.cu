@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(128) flash_attention_combine_kernel(const floa
 // Configurations (tuned on an H100; see benchmarks/results). Prefill: warps on the rows. Decode (at most 16
 // stacked rows): warps on the keys of one 16-row tile.
 template <int kD> struct Prefill;
-template <> struct Prefill<64> { using type = FwdConfig<64, 4, 2, 1, 64>; };
+template <> struct Prefill<64> { using type = FwdConfig<64, 4, 2, 1, 128>; };
 template <> struct Prefill<128> { using type = FwdConfig<128, 4, 2, 1, 64>; };
 template <> struct Prefill<256> { using type = FwdConfig<256, 4, 1, 1, 32>; };
 template <int kD> struct Decode;
