@@ -145,62 +145,82 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
     }
   }
 
-  // Whether query tile m has no visible key in this block: causal, and every row's last visible key
-  // i + Sk - Sq lies before the block's first key (a tile spanning two heads holds i = Sq - 1: never hidden).
-  auto bwd_tile_hidden = [&](int64_t m) -> bool {
+  // A query tile's cursor: tile m starts at stacked row m * kBlockM = (head hk * G + h, position i). Tiles are
+  // walked in order, so (h, i) is stepped rather than divided out (the launcher keeps G * Sq + kBlockM < 2^31).
+  struct Cursor {
+    int m, h, i;
+  };
+  auto bwd_step = [&](Cursor& c) {
+    ++c.m;
+    c.i += kBlockM;
+    for (; c.i >= sq32; c.i -= sq32) ++c.h;
+  };
+  // Whether tile c has no visible key in this block: causal, and every row's last visible key i + Sk - Sq lies
+  // before the block's first key (a tile reaching the next head holds i = Sq - 1: never hidden).
+  auto bwd_tile_hidden = [&](const Cursor& c) -> bool {
     if (!p.shape.causal) return false;
-    const int r0 = static_cast<int>(m) * kBlockM, r1 = (r0 + kBlockM < rows32 ? r0 + kBlockM : rows32) - 1;
-    const int64_t i_max = (r0 / sq32 == r1 / sq32) ? r1 % sq32 : sq - 1;
+    const int r0 = c.m * kBlockM, span = (r0 + kBlockM < rows32 ? kBlockM : rows32 - r0) - 1;
+    const int64_t i_max = c.i + span < sq32 ? c.i + span : sq32 - 1;
     return i_max + sk - sq < n_base;
   };
-  auto bwd_next_tile = [&](int64_t m) -> int64_t {
-    while (m < a.q_tiles && bwd_tile_hidden(m)) ++m;
-    return m;
+  auto bwd_next_tile = [&](Cursor& c) {
+    while (c.m < a.q_tiles && bwd_tile_hidden(c)) bwd_step(c);
   };
-  // Q and dO tiles of query tile m (rows past G * Sq zero-filled) into stage s, and the rows' lse, delta and
-  // last visible key. This thread copies chunk ch0 of the tile rows row0 + i * kRowStep; a stacked row r is
-  // (head hk * G + r / Sq, position r % Sq), found with one 32-bit division per tile and stepped from there
-  // (the launcher keeps G * Sq + kBlockM below 2^31).
+  // Q and dO tiles of query tile c (rows past G * Sq zero-filled) into stage s, and the rows' lse, delta and
+  // last visible key. This thread copies chunk ch0 of the tile rows row0 + it * kRowStep: from one pointer
+  // per tensor stepped by kRowStep positions when the tile lies in one head, else row by row.
   constexpr int kRowStep = kThreads / kChunks, kQIters = kBlockM / kRowStep;
   static_assert(kThreads % kChunks == 0 && kBlockM % kRowStep == 0, "whole rows per pass of the block");
   const int row0 = tid / kChunks, ch0 = tid % kChunks;
   const T* q_head0 = static_cast<const T*>(p.q.ptr) + b * p.q.batch_stride + hk * a.group * p.q.head_stride + ch0 * 8;
   const T* g_head0 = static_cast<const T*>(p.grad_out.ptr) + b * p.grad_out.batch_stride +
                      hk * a.group * p.grad_out.head_stride + ch0 * 8;
-  auto bwd_load_q_tile = [&](int64_t m, int s) {
-    const int64_t m_base = m * kBlockM;
+  auto bwd_load_q_tile = [&](const Cursor& c, int s) {
+    const int r_base = c.m * kBlockM;
     const uint32_t sQ = s_base + Tr::kOffQ + s * Tr::kQ, sDO = s_base + Tr::kOffDO + s * Tr::kQ;
-    const int r0 = static_cast<int>(m_base) + row0;
-    int h = r0 / sq32, i = r0 - h * sq32;
+    const bool one_head = c.i + kBlockM <= sq32;  // the same for the whole block
+    if (one_head) {
+      const T* qs = q_head0 + c.h * p.q.head_stride + (c.i + row0) * p.q.seq_stride;
+      const T* gs = g_head0 + c.h * p.grad_out.head_stride + (c.i + row0) * p.grad_out.seq_stride;
 #pragma unroll
-    for (int it = 0; it < kQIters; ++it) {
-      const bool valid = r0 + it * kRowStep < rows32;
-      const T* qs = static_cast<const T*>(p.q.ptr);
-      const T* gs = static_cast<const T*>(p.grad_out.ptr);
-      if (valid) {
-        qs = q_head0 + h * p.q.head_stride + i * p.q.seq_stride;
-        gs = g_head0 + h * p.grad_out.head_stride + i * p.grad_out.seq_stride;
+      for (int it = 0; it < kQIters; ++it) {
+        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        cp_async_16(sQ + off, qs + it * kRowStep * p.q.seq_stride, true);
+        cp_async_16(sDO + off, gs + it * kRowStep * p.grad_out.seq_stride, true);
       }
-      const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
-      cp_async_16(sQ + off, qs, valid);
-      cp_async_16(sDO + off, gs, valid);
-      if (it + 1 < kQIters) {
-        i += kRowStep;
-        for (; i >= sq32; i -= sq32) ++h;
+    } else {
+      int h = c.h, i = c.i + row0;
+      for (; i >= sq32; i -= sq32) ++h;
+#pragma unroll
+      for (int it = 0; it < kQIters; ++it) {
+        const bool valid = r_base + row0 + it * kRowStep < rows32;
+        const T* qs = static_cast<const T*>(p.q.ptr);
+        const T* gs = static_cast<const T*>(p.grad_out.ptr);
+        if (valid) {
+          qs = q_head0 + h * p.q.head_stride + i * p.q.seq_stride;
+          gs = g_head0 + h * p.grad_out.head_stride + i * p.grad_out.seq_stride;
+        }
+        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        cp_async_16(sQ + off, qs, valid);
+        cp_async_16(sDO + off, gs, valid);
+        if (it + 1 < kQIters) {
+          i += kRowStep;
+          for (; i >= sq32; i -= sq32) ++h;
+        }
       }
     }
     if (tid < kBlockM) {
-      const int r = static_cast<int>(m_base) + tid;
+      const int r = r_base + tid;
       float lse2 = INFINITY, delta = 0.f;
       int64_t lim = -1;
-      if (r < rows) {
+      if (r < rows32) {
         const float l = p.lse[row_base + r];
         lse2 = l == -INFINITY ? INFINITY : l * bwd_log2e;
         delta = p.delta[row_base + r];
         lim = sk - 1;
         if (p.shape.causal) {
-          const int64_t c = r % sq32 + sk - sq;
-          lim = c < lim ? c : lim;
+          const int64_t c_lim = (one_head ? c.i + tid : r % sq32) + sk - sq;
+          lim = c_lim < lim ? c_lim : lim;
         }
         lim -= n_base;
         lim = lim < -1 ? -1 : (lim > kBlockN ? kBlockN : lim);
@@ -218,13 +238,16 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
     for (int e = 0; e < 4; ++e) acc_dk[n][e] = acc_dv[n][e] = 0.f;
   }
 
-  int64_t m = bwd_next_tile(0);
-  if (m < a.q_tiles) bwd_load_q_tile(m, 0);
+  Cursor cur = {0, 0, 0};
+  bwd_next_tile(cur);
+  if (cur.m < a.q_tiles) bwd_load_q_tile(cur, 0);
   cp_async_commit();  // group: K, V and the first query tile
   int stage = 0;
-  while (m < a.q_tiles) {
-    const int64_t m_next = bwd_next_tile(m + 1);
-    if (m_next < a.q_tiles) bwd_load_q_tile(m_next, stage ^ 1);  // stage ^ 1 was freed by the last barrier
+  while (cur.m < a.q_tiles) {
+    const int64_t m = cur.m;
+    bwd_step(cur);
+    bwd_next_tile(cur);
+    if (cur.m < a.q_tiles) bwd_load_q_tile(cur, stage ^ 1);  // stage ^ 1 was freed by the last barrier
     cp_async_commit();
     cp_async_wait<1>();  // this thread's copies of tile m (and K, V) have landed
     __syncthreads();     // ... and everyone's
@@ -367,7 +390,6 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
       }
     }
     __syncthreads();  // dS^T and this stage's Q / dO are free again
-    m = m_next;
     stage ^= 1;
   }
   cp_async_wait<0>();  // no copy left in flight at exit (when no query tile was visible)
