@@ -67,7 +67,8 @@ struct AttentionBackward {
 // the backward). Always false in a ROCm build.
 bool attention_native(DType dtype, int64_t head_dim, int sm, int64_t max_smem);
 
-// The dynamic shared memory the backward's dK/dV kernel takes for this head dim (0: not covered).
+// The dynamic shared memory the backward's dK/dV kernel needs at least for this head dim (its smallest tile;
+// a device that allows more gets a larger one) (0: not covered).
 int64_t attention_backward_smem(int64_t head_dim);
 
 // Whether the operand's rows can be copied as 16-byte chunks: base address 16-byte aligned and every stride

@@ -7,24 +7,25 @@
 //    The block keeps its K and V tiles in shared memory and walks the G * Sq query rows of its key/value head
 //    (the G query heads of a GQA group stacked as rows, attention.h) in tiles of kBlockM rows, the next Q and
 //    dO tiles copied with cp.async while the current one is used (two stages); tiles that a causal mask hides
-//    entirely are skipped. Each warp owns 16 keys and kD / kDSplit columns of dK and dV (fp32 registers,
-//    kept across the whole walk). Per query tile, per warp:
+//    entirely are skipped. Each warp owns kWarpKeys keys and kD / kDSplit columns of dK and dV (fp32
+//    registers, kept across the whole walk). Per query tile, per warp:
 //      S^T = K_w Q^T, P^T = exp2(S^T * scale * log2(e) - lse * log2(e)) (0 where masked or lse = -inf),
-//      dV_w += P^T dO, dP^T = V_w dO^T, dS^T = P^T * (dP^T - delta), dK_w += dS^T Q;
+//      dP^T = V_w dO^T, dS^T = P^T * (dP^T - delta), dV_w += P^T dO, dK_w += dS^T Q;
 //    dS^T goes to shared memory (as T) and the block computes dQ_tile = dS K (kBlockM x kD), added into
-//    dq_accum with fp32 atomics. With kDSplit = 2 (kD = 256) two warps share each 16-key slice and both
-//    compute its S^T and dP^T over the full head dim (redundant MMAs, but half the dK/dV registers each).
+//    dq_accum with fp32 atomics. When kDSplit warps share a key slice, either each computes its S^T and dP^T
+//    over all the tile's queries (kQSplit = 1: redundant MMAs, P^T straight from registers), or they split the
+//    queries (kQSplit = kDSplit) and exchange P^T and dS^T through shared memory (FlashAttention-2's layout).
 //    The epilogue writes grad_k = scale * dK and grad_v = dV.
 // 3. flash_attention_bwd_dq_convert_kernel: grad_q = scale * dq_accum, rounded to T.
 //
-// Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory):
-//   kD =  64: 128 x 64, 8 warps (256 threads), 81.5 KB
-//   kD = 128: 64 x 32, 4 warps (128 threads), 72.8 KB
-//   kD = 256: 64 x 32, 8 warps (256 threads, kDSplit = 2), 136.8 KB
-// (ptxas, sm_90a: 249 / 255 / 255 registers; only kD = 256 spills, 12 bytes. One block of 8 warps per SM for
-// kD = 64 and 256, about 2 of 4 warps for kD = 128: latency is hidden by the MMA chains, not occupancy.) Measured
-// on an H100 (bf16, B4 H32 S4096): kD = 64 with 128 keys per block ran the backward 9% faster than with 64;
-// kD = 128 with 128 keys (113 KB, more than sm_86/89 allow) was no faster than with 64, so it keeps 64.
+// Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory; attention_bwd_tile.cuh):
+//   kD =  64: 128 x 64, 8 warps of 16 keys x 64 columns, 81.5 KB
+//   kD = 128: 128 x 64, 8 warps of 32 keys x 64 columns, queries split in two, 161.5 KB ("wide"; where the
+//             device lets a block use that much: sm_80, sm_90), else 64 x 32, 4 warps of 16 keys, 72.8 KB
+//   kD = 256: 64 x 32, 8 warps of 16 keys x 128 columns (S^T computed twice per key slice), 136.8 KB
+// (ptxas, sm_90a: 239 / 255 (spilling 36 bytes, reloaded from L1 in the loop) or 250 / 249 registers.)
+// Measured on an H100 (bf16, B4 H32 S4096 D128): the wide tile took the dK/dV kernel from 14.4 ms to 10.7 ms
+// (FlashAttention-2's: 8.7 ms) by halving the dq_accum atomics and the shared-memory reads per MMA.
 // Shared tiles are swizzled (SwizzledTile: 16-byte chunk c of row r at c ^ (r % 8)), so every ldmatrix and
 // every 16-byte cp.async of a warp touches eight different bank groups.
 //
@@ -159,10 +160,13 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
 }
 
 template <typename T>
-cudaError_t bwd_dispatch_dim(const AttentionBackward& p, cudaStream_t stream) {
+cudaError_t bwd_dispatch_dim(const AttentionBackward& p, int max_smem, cudaStream_t stream) {
   switch (p.shape.head_dim) {
     case 64: return bwd_launch<T, 64>(p, stream);
-    case 128: return bwd_launch<T, 128>(p, stream);
+    case 128:
+      if (max_smem >= BwdTraits<128, BwdConfig<128>::wide>::kSmem)
+        return bwd_launch<T, 128, BwdConfig<128>::wide>(p, stream);
+      return bwd_launch<T, 128>(p, stream);
     case 256: return bwd_launch<T, 256>(p, stream);
     default: return cudaErrorInvalidValue;
   }
@@ -185,9 +189,13 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
   if (s.batch < 0 || s.heads_q < 0 || s.heads_k <= 0 || s.seq_q < 0 || s.seq_k < 0 || s.heads_q % s.heads_k != 0)
     return cudaErrorInvalidValue;
   if (s.seq_q > 0x7fffffff || s.seq_k > 0x7fffffff) return cudaErrorInvalidValue;
+  int dev = 0, max_smem = 0;  // the current device's opt-in shared memory per block picks the kD = 128 tile
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess) return e;
   switch (s.dtype) {
-    case DType::bf16: return bwd_dispatch_dim<bf16>(p, stream);
-    case DType::f16: return bwd_dispatch_dim<f16>(p, stream);
+    case DType::bf16: return bwd_dispatch_dim<bf16>(p, max_smem, stream);
+    case DType::f16: return bwd_dispatch_dim<f16>(p, max_smem, stream);
     default: return cudaErrorInvalidValue;
   }
 }

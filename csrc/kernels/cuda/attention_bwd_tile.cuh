@@ -1,0 +1,217 @@
+// The flash attention backward's tile shapes, kernel arguments and query-tile walk (device code, torch-free;
+// CUDA only). Included by attention_bwd_kernel.cuh; attention_bwd.cu's header comment describes the algorithm.
+#pragma once
+
+#include "compat.cuh"
+
+#if !YIRAGE_HIP
+
+#include <cstdint>
+
+#include "attention.h"
+#include "common.cuh"
+#include "mma_sm80.cuh"
+
+namespace yirage::kernels::cuda {
+namespace {
+
+using namespace sm80;
+
+constexpr float bwd_log2e = 1.4426950408889634f;
+
+// A tile shape: kBlockN keys per block, kBlockM query rows per tile, kWarpKeys keys per warp; kDSplit warps
+// share a key slice for dK / dV (each owns kD / kDSplit columns); kQSplit: warps sharing a key slice split the
+// tile's query rows for S^T and dP^T (1: each computes all of them) and exchange P^T and dS^T through shared
+// memory (kQSplit = kDSplit).
+template <int kBlockN_, int kBlockM_, int kDSplit_, int kWarpKeys_ = 16, int kQSplit_ = 1>
+struct BwdTile {
+  static constexpr int kBlockN = kBlockN_, kBlockM = kBlockM_, kDSplit = kDSplit_, kWarpKeys = kWarpKeys_,
+                       kQSplit = kQSplit_;
+};
+// The tile shapes per head dim (see attention_bwd.cu). kD = 128 takes the wide tile where a block may use its
+// shared memory (sm_80, sm_90), the narrow one otherwise (sm_86 / sm_89: 99 KB).
+template <int kD>
+struct BwdConfig;
+template <>
+struct BwdConfig<64> {
+  using type = BwdTile<128, 64, 1>;
+};
+template <>
+struct BwdConfig<128> {
+  using type = BwdTile<64, 32, 1>;
+  using wide = BwdTile<128, 64, 2, 32, 2>;
+};
+template <>
+struct BwdConfig<256> {
+  using type = BwdTile<64, 32, 2>;
+};
+
+template <int kD, typename Cfg = typename BwdConfig<kD>::type>
+struct BwdTraits {
+  static constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kDSplit = Cfg::kDSplit;
+  static constexpr int kWarpKeys = Cfg::kWarpKeys, kQSplit = Cfg::kQSplit;
+  static constexpr int kMI = kWarpKeys / 16;  // 16-key MMA row tiles per warp
+  static constexpr int kKeyWarps = kBlockN / kWarpKeys;
+  static constexpr int kWarps = kKeyWarps * kDSplit;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kDW = kD / kDSplit;                    // dK / dV columns per warp
+  static constexpr int kWarpQ = kBlockM / kQSplit;            // query rows per warp in S^T and dP^T
+  static constexpr int kSCols = kBlockM < 64 ? 64 : kBlockM;  // P^T / dS^T tile row length (a swizzled row >= 64)
+  static constexpr int kChunks = kD / 8;                      // 16-byte chunks per row of Q, K, V, dO
+  // shared memory (bytes): K, V, two stages of Q and dO, dS^T (and P^T when kQSplit > 1), two stages of
+  // lse / delta / key limits
+  static constexpr int kKV = kBlockN * kD * 2;
+  static constexpr int kQ = kBlockM * kD * 2;
+  static constexpr int kDS = kBlockN * kSCols * 2;
+  static constexpr int kRow = kBlockM * 4;
+  static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
+                       kOffP = kOffDS + kDS, kOffLse = kOffP + (kQSplit > 1 ? kDS : 0),
+                       kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
+  static constexpr int kSmem = kOffLim + 2 * kRow;
+  static_assert(kBlockM % (16 * kQSplit) == 0 && kWarpKeys % 16 == 0 && kDW % 16 == 0 && kD % 64 == 0,
+                "tile shape");
+  static_assert(kQSplit == 1 || kQSplit == kDSplit, "the warps of a key slice split queries as they split dK / dV");
+  static_assert(kDSplit == 1 || kDW % 64 == 0, "a dK / dV column slice starts on a whole swizzled row");
+  static_assert(kRow % 128 == 0, "shared arrays stay 128-byte aligned");
+  static_assert(kThreads >= kBlockM, "one thread per query row loads lse, delta and the key limit");
+};
+
+// One lane's ldmatrix addresses in a swizzled tile for the rows row_l + 16 R and the chunks 2 J + cb
+// (row_l and cb depend on the lane): 16 R rows keep row % 8, and chunk bits above the three the swizzle
+// XORs add, so every address is one of four registers plus a constant (which ptxas folds into the
+// instruction) instead of a register per (R, J) pair held across the query loop.
+template <int kCols>
+struct BwdLaneTile {
+  uint32_t x[4];
+  __device__ __forceinline__ BwdLaneTile(uint32_t base, int row_l, int cb) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[j] = base + SwizzledTile<kCols>::offset(row_l, 2 * j + cb);
+  }
+  // = base + SwizzledTile<kCols>::offset(row_l + 16 R, 2 J + cb)
+  __device__ __forceinline__ uint32_t at(int R, int J) const {
+    return x[J & 3] + static_cast<uint32_t>(R * 16 * kCols * 2 + (J >> 2) * 128);
+  }
+};
+
+// Kernel arguments: the entry point's parameters and the derived sizes.
+struct BwdArgs {
+  AttentionBackward p;
+  int64_t group;       // G = Hq / Hk
+  int64_t group_rows;  // G * Sq: stacked query rows per key/value head
+  int64_t q_tiles;     // ceil(G * Sq / kBlockM)
+  int key_blocks;      // ceil(Sk / kBlockN)
+  float scale_log2;    // scale * log2(e)
+};
+
+// The walk of one block over the query tiles of its key/value head: tile m holds the stacked rows
+// m * kBlockM .. (row r = (head hk * G + r / Sq, position r % Sq)). The cursor (m, h, i) names the tile's first
+// row as (head offset h, position i) and is stepped, not divided out (the launcher keeps G * Sq + kBlockM below
+// 2^31). Tiles that a causal mask hides from the block's keys entirely are skipped.
+template <typename T, int kD, typename Cfg>
+struct BwdQueryWalk {
+  using Tr = BwdTraits<kD, Cfg>;
+  static constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
+  static constexpr int kRowStep = Tr::kThreads / Tr::kChunks, kQIters = kBlockM / kRowStep;
+  static_assert(Tr::kThreads % Tr::kChunks == 0 && kBlockM % kRowStep == 0, "whole rows per pass of the block");
+
+  const BwdArgs& a;
+  const int sq32, rows32, tid, row0, ch0;  // this thread copies chunk ch0 of the tile rows row0 + it * kRowStep
+  const int64_t n_base, row_base;          // the block's first key; packed row 0 of the key/value head
+  const T* q_head0;                        // chunk ch0 of (batch, head hk * G, position 0) of Q and dO
+  const T* g_head0;
+  int m = 0, h = 0, i = 0;                 // the cursor
+
+  __device__ __forceinline__ BwdQueryWalk(const BwdArgs& args, int64_t b, int64_t hk, int64_t n0)
+      : a(args), sq32(static_cast<int>(args.p.shape.seq_q)), rows32(static_cast<int>(args.group_rows)),
+        tid(threadIdx.x), row0(threadIdx.x / Tr::kChunks), ch0(threadIdx.x % Tr::kChunks), n_base(n0),
+        row_base((b * args.p.shape.heads_k + hk) * args.group_rows),
+        q_head0(static_cast<const T*>(args.p.q.ptr) + b * args.p.q.batch_stride +
+                hk * args.group * args.p.q.head_stride + ch0 * 8),
+        g_head0(static_cast<const T*>(args.p.grad_out.ptr) + b * args.p.grad_out.batch_stride +
+                hk * args.group * args.p.grad_out.head_stride + ch0 * 8) {}
+
+  __device__ __forceinline__ bool done() const { return m >= a.q_tiles; }
+  __device__ __forceinline__ void step() {
+    ++m;
+    for (i += kBlockM; i >= sq32; i -= sq32) ++h;
+  }
+  // Whether the tile has no visible key in this block: causal, and every row's last visible key i + Sk - Sq
+  // lies before the block's first key (a tile reaching into the next head holds i = Sq - 1: never hidden).
+  __device__ __forceinline__ bool hidden() const {
+    if (!a.p.shape.causal) return false;
+    const int r0 = m * kBlockM, span = (r0 + kBlockM < rows32 ? kBlockM : rows32 - r0) - 1;
+    const int64_t i_max = i + span < sq32 ? i + span : sq32 - 1;
+    return i_max + a.p.shape.seq_k - a.p.shape.seq_q < n_base;
+  }
+  // Moves on to the next tile with a visible key (or past the last tile).
+  __device__ __forceinline__ void next() {
+    while (!done() && hidden()) step();
+  }
+
+  // Q and dO of the current tile (rows past G * Sq zero-filled) into the shared tiles at sQ / sDO, and the
+  // rows' lse (log2 units, +inf where lse = -inf: P = 0), delta and last visible key - n_base (clamped to
+  // -1 .. kBlockN) into s_lse / s_delta / s_lim. A tile in one head is copied from one pointer per tensor
+  // stepped by kRowStep positions, any other row by row.
+  __device__ __forceinline__ void load(uint32_t sQ, uint32_t sDO, float* s_lse, float* s_delta, int* s_lim) const {
+    using TileD = SwizzledTile<kD>;
+    const AttentionBackward& p = a.p;
+    const int r_base = m * kBlockM;
+    const bool one_head = i + kBlockM <= sq32;  // the same for the whole block
+    if (one_head) {
+      const T* qs = q_head0 + h * p.q.head_stride + (i + row0) * p.q.seq_stride;
+      const T* gs = g_head0 + h * p.grad_out.head_stride + (i + row0) * p.grad_out.seq_stride;
+#pragma unroll
+      for (int it = 0; it < kQIters; ++it) {
+        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        cp_async_16(sQ + off, qs + it * kRowStep * p.q.seq_stride, true);
+        cp_async_16(sDO + off, gs + it * kRowStep * p.grad_out.seq_stride, true);
+      }
+    } else {
+      int hh = h, ii = i + row0;
+      for (; ii >= sq32; ii -= sq32) ++hh;
+#pragma unroll
+      for (int it = 0; it < kQIters; ++it) {
+        const bool valid = r_base + row0 + it * kRowStep < rows32;
+        const T* qs = static_cast<const T*>(p.q.ptr);
+        const T* gs = static_cast<const T*>(p.grad_out.ptr);
+        if (valid) {
+          qs = q_head0 + hh * p.q.head_stride + ii * p.q.seq_stride;
+          gs = g_head0 + hh * p.grad_out.head_stride + ii * p.grad_out.seq_stride;
+        }
+        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        cp_async_16(sQ + off, qs, valid);
+        cp_async_16(sDO + off, gs, valid);
+        if (it + 1 < kQIters) {
+          ii += kRowStep;
+          for (; ii >= sq32; ii -= sq32) ++hh;
+        }
+      }
+    }
+    if (tid < kBlockM) {
+      const int r = r_base + tid;
+      const int64_t sk = p.shape.seq_k;
+      float lse2 = INFINITY, delta = 0.f;
+      int64_t lim = -1;
+      if (r < rows32) {
+        const float l = p.lse[row_base + r];
+        lse2 = l == -INFINITY ? INFINITY : l * bwd_log2e;
+        delta = p.delta[row_base + r];
+        lim = sk - 1;
+        if (p.shape.causal) {
+          const int64_t c = (one_head ? i + tid : r % sq32) + sk - p.shape.seq_q;
+          lim = c < lim ? c : lim;
+        }
+        lim -= n_base;
+        lim = lim < -1 ? -1 : (lim > kBlockN ? kBlockN : lim);
+      }
+      s_lse[tid] = lse2;
+      s_delta[tid] = delta;
+      s_lim[tid] = static_cast<int>(lim);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace yirage::kernels::cuda
+
+#endif  // !YIRAGE_HIP
