@@ -84,7 +84,7 @@ CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dty
 	--providers yirage torch flash cudnn efficient --progress never
 ATTN_SHAPES_1 := 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
 	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal
-ATTN_SHAPES_2 := --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal
+ATTN_SHAPES_2 := --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x16x4096x256-full
 ATTN_SHAPES_3 := 1x32x8x1x1024x128-full 1x32x8x1x32768x128-full 1x32x8x1x131072x128-full \
 	64x32x8x1x1024x128-full 64x32x8x1x32768x128-full 64x32x8x1x131072x128-full
 bench-cuda-attention:

@@ -6,11 +6,12 @@
 Every op with a CUDA kernel (rms_norm, fused_add_rms_norm, layer_norm, softmax, log_softmax, silu_and_mul,
 gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention) runs forward and backward (its backward op,
 through autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one
-element past an aligned address (a view at storage offset 1). attention (and attention_causal, attention_decode)
-runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the portable path): B=1, Hq=4,
-Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), and a decode case Sq=1,
-Sk=600. Results are compared with the float64 references; the script prints one line per case and exits 1 on
-any mismatch or error, 2 without a GPU or without yirage's CUDA kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
+element past an aligned address (a view at storage offset 1). attention (and attention_causal, attention_dims,
+attention_decode) runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the portable
+path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), D=128 and
+256 causal (attention_dims), and a decode case Sq=1, Sk=600. Results are compared with the float64 references;
+the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's
+CUDA kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
 
 Not collected by pytest (the name does not start with test_); sizes are small so that racecheck, which
 runs kernels many times slower, finishes in minutes. Options: --ops a,b (a subset), --dtypes float32.
@@ -137,6 +138,11 @@ OPS_TABLE = {
                   lambda q, k, v: attention_ref(q, k, v, False), None, _ATTN_SMALL),
     "attention_causal": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
                          lambda q, k, v: attention_ref(q, k, v, True), None, _ATTN_SMALL),
+    # the other head dims' kernels (their backward tiles differ), causal
+    "attention_dims": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
+                       lambda q, k, v: attention_ref(q, k, v, True), None,
+                       [("B1-H4x2-S70x130-D128", _attn(1, 4, 2, 70, 130, 128), False),
+                        ("B1-H4x2-S70x130-D256", _attn(1, 4, 2, 70, 130, 256), False)]),
     # decode: one query per head against 600 keys (the split-KV forward and its combine kernel, if it splits)
     "attention_decode": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
                          lambda q, k, v: attention_ref(q, k, v, True), None,
@@ -144,7 +150,8 @@ OPS_TABLE = {
 }
 # the dtypes each op runs in when --dtypes is not given (default: DEFAULT_DTYPES)
 DEFAULT_DTYPES = "float32,bfloat16"
-OP_DTYPES = {name: "bfloat16,float16" for name in ("attention", "attention_causal", "attention_decode")}
+OP_DTYPES = {name: "bfloat16,float16"
+             for name in ("attention", "attention_causal", "attention_dims", "attention_decode")}
 
 
 def _tuple(out):

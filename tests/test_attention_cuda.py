@@ -171,6 +171,20 @@ def test_cuda_gradients_more_shapes(case, causal):
     check_grads(*make(*shape, dtype, seed=sum(shape)), causal)
 
 
+# The narrow backward tiles (what GPUs with 99 KB of shared memory per block run) on a GPU where the wide ones fit:
+# each head dim, GQA, odd lengths and Sq != Sk, causal and not.
+NARROW_TILE = {64: "BwdTile<128, 64, 1, 16, 1>", 128: "BwdTile<64, 32, 1, 16, 1>", 256: "BwdTile<64, 32, 2, 16, 1>"}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+def test_cuda_gradients_narrow_tiles(head_dim, causal, monkeypatch):
+    monkeypatch.setenv("YIRAGE_CUDA_ATTENTION_TILES", "narrow")
+    q, k, v = make(2, 8, 2, 300, 1000, head_dim, torch.bfloat16, seed=head_dim, causal=causal)
+    names = kernels_run(lambda: check_grads(q, k, v, causal))
+    assert any("dkdv" in n and NARROW_TILE[head_dim] in n for n in names), sorted(n for n in names if "dkdv" in n)
+
+
 # ---- against torch's SDPA (enable_gqa) ----
 
 SDPA_SHAPES = [(1, 32, 8, 1000, 1000, 128), (3, 16, 1, 128, 128, 64), (1, 8, 8, 4096, 4096, 256),

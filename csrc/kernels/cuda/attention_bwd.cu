@@ -18,14 +18,20 @@
 //    The epilogue writes grad_k = scale * dK and grad_v = dV.
 // 3. flash_attention_bwd_dq_convert_kernel: grad_q = scale * dq_accum, rounded to T.
 //
-// Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory; attention_bwd_tile.cuh):
-//   kD =  64: 128 x 64, 8 warps of 16 keys x 64 columns, 81.5 KB
-//   kD = 128: 128 x 64, 8 warps of 32 keys x 64 columns, queries split in two, 161.5 KB ("wide"; where the
-//             device lets a block use that much: sm_80, sm_90), else 64 x 32, 4 warps of 16 keys, 72.8 KB
-//   kD = 256: 64 x 32, 8 warps of 16 keys x 128 columns (S^T computed twice per key slice), 136.8 KB
-// (ptxas, sm_90a: 239 / 255 (spilling 36 bytes, reloaded from L1 in the loop) or 250 / 249 registers.)
-// Measured on an H100 (bf16, B4 H32 S4096 D128): the wide tile took the dK/dV kernel from 14.4 ms to 10.7 ms
-// (FlashAttention-2's: 8.7 ms) by halving the dq_accum atomics and the shared-memory reads per MMA.
+// Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory; attention_bwd_tile.cuh). The "wide"
+// tiles split each key slice's queries between its warps; a device that does not let a block use that much
+// shared memory (sm_86 / sm_89: 99 KB; sm_80 for kD = 256) gets the narrow tile:
+//   kD =  64: wide 128 x 128, 8 warps of 32 keys x 32 columns, 163 KB; narrow 128 x 64, 8 warps of 16 keys x
+//             64 columns, 81.5 KB
+//   kD = 128: wide 128 x 64, 8 warps of 32 keys x 64 columns, 161.5 KB; narrow 64 x 32, 4 warps of 16 keys,
+//             72.8 KB
+//   kD = 256: wide 64 x 64, 8 warps of 32 keys x 64 columns, 209.5 KB; narrow 64 x 32, 8 warps of 16 keys x
+//             128 columns (S^T computed twice per key slice), 136.8 KB
+// (ptxas, sm_90a: every kernel at 239-255 registers; the wide kD = 64 and 128 ones spill 36 bytes, reloaded
+// from L1 in the loop.) Measured on an H100 (bf16, fwd+bwd, B4 H32 S4096; benchmarks/results): the wide tiles
+// took kD = 128 from 214 to 269 TFLOP/s (the dK/dV kernel from 14.4 to 10.7 ms, FlashAttention-2's: 8.7 ms:
+// half the dq_accum atomics and fewer shared-memory reads per MMA), kD = 256 (H16) from 159 to 217, kD = 64 from
+// 214 to 221.
 // Shared tiles are swizzled (SwizzledTile: 16-byte chunk c of row r at c ^ (r % 8)), so every ldmatrix and
 // every 16-byte cp.async of a warp touches eight different bank groups.
 //
@@ -55,6 +61,8 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
 #else  // !YIRAGE_HIP
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention_bwd_kernel.cuh"
 
@@ -159,15 +167,20 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// The wide tile where the device lets a block use its shared memory, the narrow one otherwise.
+template <typename T, int kD>
+cudaError_t bwd_launch_fit(const AttentionBackward& p, int max_smem, cudaStream_t stream) {
+  using Wide = typename BwdConfig<kD>::wide;
+  if (max_smem >= BwdTraits<kD, Wide>::kSmem) return bwd_launch<T, kD, Wide>(p, stream);
+  return bwd_launch<T, kD>(p, stream);
+}
+
 template <typename T>
 cudaError_t bwd_dispatch_dim(const AttentionBackward& p, int max_smem, cudaStream_t stream) {
   switch (p.shape.head_dim) {
-    case 64: return bwd_launch<T, 64>(p, stream);
-    case 128:
-      if (max_smem >= BwdTraits<128, BwdConfig<128>::wide>::kSmem)
-        return bwd_launch<T, 128, BwdConfig<128>::wide>(p, stream);
-      return bwd_launch<T, 128>(p, stream);
-    case 256: return bwd_launch<T, 256>(p, stream);
+    case 64: return bwd_launch_fit<T, 64>(p, max_smem, stream);
+    case 128: return bwd_launch_fit<T, 128>(p, max_smem, stream);
+    case 256: return bwd_launch_fit<T, 256>(p, max_smem, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -193,6 +206,9 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return e;
+  // YIRAGE_CUDA_ATTENTION_TILES=narrow: the narrow tiles on any device (they are what sm_86 / sm_89 run)
+  const char* tiles = std::getenv("YIRAGE_CUDA_ATTENTION_TILES");
+  if (tiles != nullptr && std::strcmp(tiles, "narrow") == 0) max_smem = 0;
   switch (s.dtype) {
     case DType::bf16: return bwd_dispatch_dim<bf16>(p, max_smem, stream);
     case DType::f16: return bwd_dispatch_dim<f16>(p, max_smem, stream);

@@ -44,6 +44,9 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
   const BwdLaneTile<kD> lt_a(0, lane & 15, lane >> 4);                               // A, non-trans
   const BwdLaneTile<kD> lt_b(0, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);   // B [n][k], non-trans
   const BwdLaneTile<kD> lt_bt(0, (lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4);  // B [k][n], .trans
+  // ... from the column slice d0: a whole swizzled row (d0 % 64 = 0) is a byte offset, else part of the lane tile
+  constexpr bool kWholeRows = kDW % 64 == 0;
+  const BwdLaneTile<kD> lt_bd(0, (lane & 7) + (((lane >> 3) & 1) << 3), (lane >> 4) + (kWholeRows ? 0 : d0 / 8));
 
   int64_t bid = blockIdx.x;
   const int nb = static_cast<int>(bid % a.key_blocks);
@@ -210,8 +213,8 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
       }
 #pragma unroll
       for (int np = 0; np < kDW / 16; ++np) {
-        // row kq*16 + (lane & 7) + 8 ((lane >> 3) & 1), chunk d0/8 + 2np + (lane >> 4) (d0/8: a multiple of 8)
-        const uint32_t o = lt_bt.at(kq, np) + 2 * d0;
+        // row kq*16 + (lane & 7) + 8 ((lane >> 3) & 1), chunk d0/8 + 2np + (lane >> 4)
+        const uint32_t o = lt_bd.at(kq, np) + (kWholeRows ? 2 * d0 : 0);
         uint32_t bo[4], bq[4];
         ldmatrix_x4_trans(bo, sDO + o);
         ldmatrix_x4_trans(bq, sQ + o);

@@ -28,13 +28,14 @@ struct BwdTile {
   static constexpr int kBlockN = kBlockN_, kBlockM = kBlockM_, kDSplit = kDSplit_, kWarpKeys = kWarpKeys_,
                        kQSplit = kQSplit_;
 };
-// The tile shapes per head dim (see attention_bwd.cu). kD = 128 takes the wide tile where a block may use its
-// shared memory (sm_80, sm_90), the narrow one otherwise (sm_86 / sm_89: 99 KB).
+// The tile shapes per head dim (see attention_bwd.cu): `wide` where a block may use that much shared memory
+// (sm_90; sm_80 for kD = 64 and 128), `type` otherwise (sm_86 / sm_89: 99 KB).
 template <int kD>
 struct BwdConfig;
 template <>
 struct BwdConfig<64> {
   using type = BwdTile<128, 64, 1>;
+  using wide = BwdTile<128, 128, 2, 32, 2>;
 };
 template <>
 struct BwdConfig<128> {
@@ -44,6 +45,7 @@ struct BwdConfig<128> {
 template <>
 struct BwdConfig<256> {
   using type = BwdTile<64, 32, 2>;
+  using wide = BwdTile<64, 64, 4, 32, 4>;
 };
 
 template <int kD, typename Cfg = typename BwdConfig<kD>::type>
@@ -71,7 +73,6 @@ struct BwdTraits {
   static_assert(kBlockM % (16 * kQSplit) == 0 && kWarpKeys % 16 == 0 && kDW % 16 == 0 && kD % 64 == 0,
                 "tile shape");
   static_assert(kQSplit == 1 || kQSplit == kDSplit, "the warps of a key slice split queries as they split dK / dV");
-  static_assert(kDSplit == 1 || kDW % 64 == 0, "a dK / dV column slice starts on a whole swizzled row");
   static_assert(kRow % 128 == 0, "shared arrays stay 128-byte aligned");
   static_assert(kThreads >= kBlockM, "one thread per query row loads lse, delta and the key limit");
 };
