@@ -4,7 +4,9 @@
 // (power of two, 1 .. 512) with NV 16-byte vectors each (plan_rows in norm_common.cuh; forward up to
 // 512 * 8 vectors, about 4 per thread: 1024 bf16 -> a warp per row, 4096 bf16 -> 128 threads per row).
 // x is read once, y written once; the mean and then the centred variance are two reductions over the
-// registers (exact two-pass variance). Reductions: xor shuffles in the warp, shared memory across warps.
+// registers (exact two-pass variance). fp16 / bf16 rows are also kept as fp32 differences x - x[0],
+// converted once: recomputing them in each pass made the kernel ALU-bound (H100, bf16 16384x4096: 150 ->
+// 124 us); fp32 keeps only the loaded vectors (the cache measured slower there). Reductions: xor shuffles in the warp, shared memory across warps.
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
 // per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read), pass 2
 // re-reads the row (from L2) and writes; 16-byte vectors when aligned, element accesses otherwise.
@@ -26,6 +28,8 @@ template <typename T, int NV>
 __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
+  // fp16 / bf16: the row also kept as fp32 differences (converted once; the passes are ALU-bound otherwise)
+  constexpr bool kCache = !std::is_same_v<T, float>;
   __shared__ A smem[512 / kWarpSize];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
@@ -40,6 +44,7 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
     const int64_t rr = live ? row : 0;
     const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
     Vec<T, V> xv[NV];
+    A f[kCache ? NV : 1][V];
     A s[1] = {A(0)};
     // sums of x - x[0]: a row with a large common offset keeps its digits (the mean is exact to rounding)
     const A shift = to_acc(x[0]);
@@ -49,7 +54,11 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       if (live && j < nvec) {
         xv[k] = load_vec<T, V>(x + j * V);
 #pragma unroll
-        for (int e = 0; e < V; ++e) s[0] += to_acc(xv[k].v[e]) - shift;
+        for (int e = 0; e < V; ++e) {
+          const A d = to_acc(xv[k].v[e]) - shift;
+          if constexpr (kCache) f[k][e] = d;
+          s[0] += d;
+        }
       }
     }
     group_sum<1>(s, tpr, smem);
@@ -62,7 +71,15 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) { const A d = (to_acc(xv[k].v[e]) - shift) - dm; s[0] += d * d; }
+        for (int e = 0; e < V; ++e) {
+          A d;
+          if constexpr (kCache) {
+            d = (f[k][e] -= dm);
+          } else {
+            d = (to_acc(xv[k].v[e]) - shift) - dm;
+          }
+          s[0] += d * d;
+        }
       }
     }
     group_sum<1>(s, tpr, smem);
@@ -74,7 +91,13 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       if (live && j < nvec) {
         A o[V];
 #pragma unroll
-        for (int e = 0; e < V; ++e) o[e] = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
+        for (int e = 0; e < V; ++e) {
+          if constexpr (kCache) {
+            o[e] = f[k][e] * rstd;
+          } else {
+            o[e] = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
+          }
+        }
         if (w) {
           const Vec<T, V> b = load_vec<T, V>(w + j * V);
 #pragma unroll
