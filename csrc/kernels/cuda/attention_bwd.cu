@@ -143,7 +143,7 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
     const int64_t blocks = key_blocks * s.heads_k * s.batch;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     a.key_blocks = static_cast<int>(key_blocks);
-    a.scale_log2 = s.scale * bwd_log2e;
+    a.scale_log2 = s.scale * kLog2e;
     const auto kernel = flash_attention_bwd_dkdv_kernel<T, kD, Cfg>;
     // set on every launch: the attribute belongs to the current device
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmem);

@@ -17,8 +17,6 @@ namespace {
 
 using namespace sm80;
 
-constexpr float bwd_log2e = 1.4426950408889634f;
-
 // A tile shape: kBlockN keys per block, kBlockM query rows per tile, kWarpKeys keys per warp; kDSplit warps
 // share a key slice for dK / dV (each owns kD / kDSplit columns); kQSplit: warps sharing a key slice split the
 // tile's query rows for S^T and dP^T (1: each computes all of them) and exchange P^T and dS^T through shared
@@ -195,7 +193,7 @@ struct BwdQueryWalk {
       int64_t lim = -1;
       if (r < rows32) {
         const float l = p.lse[row_base + r];
-        lse2 = l == -INFINITY ? INFINITY : l * bwd_log2e;
+        lse2 = l == -INFINITY ? INFINITY : l * kLog2e;
         delta = p.delta[row_base + r];
         lim = sk - 1;
         if (p.shape.causal) {

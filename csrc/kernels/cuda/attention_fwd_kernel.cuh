@@ -24,14 +24,10 @@
 #include "common.cuh"
 #include "mma_sm80.cuh"
 
-
 namespace yirage::kernels::cuda {
 namespace {
 
 using namespace sm80;
-
-constexpr float kLn2 = 0.69314718055994531f;
-constexpr float kLog2e = 1.44269504088896341f;
 
 template <int kD_, int kWarpsM_, int kMTiles_, int kWarpsN_, int kBlockN_, int kStages_ = 2>
 struct FwdConfig {

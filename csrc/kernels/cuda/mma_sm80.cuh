@@ -112,6 +112,10 @@ __device__ __forceinline__ float2 unpack2(uint32_t v) {
   }
 }
 
+// log2(e) and ln(2): the attention kernels keep scores and log-sum-exps in log2 units for exp2_approx.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2 = 0.69314718055994531f;
+
 // 2^x (PTX ex2.approx: 2^-inf = 0).
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
