@@ -219,6 +219,18 @@ def test_cuda_matches_sdpa(shape, dtype):
 
 # ---- layouts ----
 
+def check_packed(qkv, split, gen):
+    """q, k, v = split(qkv), views of one packed tensor: the forward (full and causal) and, causal, the gradient
+    that flows into the packed tensor, against the float64 reference."""
+    q, k, v = split(qkv)
+    for causal in (False, True):
+        check_forward(q, k, v, causal)
+    g = torch.randn(q.shape, generator=gen, device="cuda").to(qkv.dtype)
+    OPS.attention(q, k, v, True, None).backward(g)
+    want, = reference_grads(lambda t: attention_ref_chunked(*split(t), True), [qkv], [g])
+    assert_grad_close(qkv.grad, want, qkv.dtype, "d(packed qkv)")
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=dtype_id)
 @pytest.mark.parametrize("packing", ["bs3hd", "bs_hd3"])
 def test_cuda_packed_qkv(packing, dtype):
@@ -236,14 +248,9 @@ def test_cuda_packed_qkv(packing, dtype):
 
         def split(t):
             return [t[..., i * h * d:(i + 1) * h * d].unflatten(-1, (h, d)).transpose(1, 2) for i in range(3)]
-    q, k, v = split(qkv)
+    q = split(qkv)[0]
     assert not q.is_contiguous() and q.stride(-1) == 1 and q.stride(2) == 3 * h * d
-    for causal in (False, True):
-        check_forward(q, k, v, causal)
-    g = torch.randn(b, h, s, d, generator=gen, device="cuda").to(dtype)
-    OPS.attention(q, k, v, True, None).backward(g)
-    want, = reference_grads(lambda t: attention_ref_chunked(*split(t), True), [qkv], [g])
-    assert_grad_close(qkv.grad, want, dtype, "d(packed qkv)")
+    check_packed(qkv, split, gen)
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=dtype_id)
@@ -257,13 +264,7 @@ def test_cuda_packed_qkv_gqa(dtype):
         q = t[..., :hq * d].unflatten(-1, (hq, d)).transpose(1, 2)
         k = t[..., hq * d:(hq + hk) * d].unflatten(-1, (hk, d)).transpose(1, 2)
         return q, k, t[..., (hq + hk) * d:].unflatten(-1, (hk, d)).transpose(1, 2)
-    q, k, v = split(qkv)
-    for causal in (False, True):
-        check_forward(q, k, v, causal)
-    g = torch.randn(b, hq, s, d, generator=gen, device="cuda").to(dtype)
-    OPS.attention(q, k, v, True, None).backward(g)
-    want, = reference_grads(lambda t: attention_ref_chunked(*split(t), True), [qkv], [g])
-    assert_grad_close(qkv.grad, want, dtype, "d(packed qkv)")
+    check_packed(qkv, split, gen)
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=dtype_id)
