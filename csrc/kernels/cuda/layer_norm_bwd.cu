@@ -21,49 +21,9 @@ namespace {
 using norm::block_sum_k;
 using norm::group_sum;
 using norm::RowPlan;
+using norm::write_partial;
 
 // ---------------------------------------------------------------- backward, register path
-// Writes this block's partial row of one parameter gradient (acc[NV][V] per thread) into `ws`, merging
-// the block's row groups in shared memory (`merge`: cols floats) when it holds several rows.
-template <int NV, int V>
-__device__ __forceinline__ void ln_write_partial(const float (&acc)[NV][V], float* ws, float* merge, int64_t cols,
-                                                 int64_t nvec, int tpr, int rpb, int lane, int sub) {
-  if (rpb == 1) {
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (j < nvec) {
-#pragma unroll
-        for (int e = 0; e < V; e += 4) {
-          Vec<float, 4> q;
-#pragma unroll
-          for (int u = 0; u < 4; ++u) q.v[u] = acc[k][e + u];
-          store_vec<float, 4>(ws + j * V + e, q);
-        }
-      }
-    }
-    return;
-  }
-  for (int r = 0; r < rpb; ++r) {
-    if (sub == r) {
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
-        if (j < nvec) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            float* m = merge + j * V + e;
-            *m = r == 0 ? acc[k][e] : *m + acc[k][e];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) ws[i] = merge[i];
-  __syncthreads();  // `merge` is reused by the next call
-}
-
 template <typename T, int NV>
 __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr) {
   using A = float;
@@ -149,11 +109,12 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
   A* ws = static_cast<A*>(p.workspace);
   const int64_t part = int64_t(gridDim.x) * p.cols;
   if (want_dw) {  // block-uniform
-    ln_write_partial<NV, V>(dw, ws + int64_t(blockIdx.x) * p.cols, ln_bwd_merge, p.cols, nvec, tpr, rpb, lane, sub);
+    write_partial<NV, V>(dw, ws + int64_t(blockIdx.x) * p.cols, ln_bwd_merge, p.cols, nvec, tpr, rpb, lane, sub);
+    if (rpb > 1) __syncthreads();  // ln_bwd_merge is reused for db
   }
   if (want_db) {
-    ln_write_partial<NV, V>(db, ws + part + int64_t(blockIdx.x) * p.cols, ln_bwd_merge, p.cols, nvec, tpr, rpb, lane,
-                            sub);
+    write_partial<NV, V>(db, ws + part + int64_t(blockIdx.x) * p.cols, ln_bwd_merge, p.cols, nvec, tpr, rpb, lane,
+                         sub);
   }
 }
 

@@ -46,6 +46,47 @@ __device__ __forceinline__ void group_sum(A (&v)[K], int tpr, A* smem) {
   }
 }
 
+// Writes this block's partial row of one parameter gradient (acc[NV][V] per thread) into `ws`, merging
+// the block's row groups in shared memory (`merge`: cols floats), in group order, when it holds several rows
+// (rpb > 1: it has barriers, and the caller syncs before reusing `merge`). Called by the whole block.
+template <int NV, int V>
+__device__ __forceinline__ void write_partial(const float (&acc)[NV][V], float* ws, float* merge, int64_t cols,
+                                                 int64_t nvec, int tpr, int rpb, int lane, int sub) {
+  if (rpb == 1) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+      if (j < nvec) {
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          Vec<float, 4> q;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) q.v[u] = acc[k][e + u];
+          store_vec<float, 4>(ws + j * V + e, q);
+        }
+      }
+    }
+    return;
+  }
+  for (int r = 0; r < rpb; ++r) {
+    if (sub == r) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (j < nvec) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            float* m = merge + j * V + e;
+            *m = r == 0 ? acc[k][e] : *m + acc[k][e];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) ws[i] = merge[i];
+}
+
 // Sum of K values over the whole block; every thread gets the sums. `smem`: 1024 / kWarpSize * K values.
 template <int K, typename A>
 __device__ __forceinline__ void block_sum_k(A (&v)[K], A* smem) {

@@ -20,6 +20,7 @@ namespace {
 using norm::group_sum;
 using norm::block_sum_k;
 using norm::RowPlan;
+using norm::write_partial;
 
 // ---------------------------------------------------------------- backward, register path
 template <typename T, int NV>
@@ -112,40 +113,7 @@ __global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr) 
   }
   if (!want_dw) return;  // block-uniform
   A* ws = static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols;
-  if (rpb == 1) {
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (j < nvec) {
-#pragma unroll
-        for (int e = 0; e < V; e += 4) {
-          Vec<A, 4> q;
-#pragma unroll
-          for (int u = 0; u < 4; ++u) q.v[u] = dw[k][e + u];
-          store_vec<A, 4>(ws + j * V + e, q);
-        }
-      }
-    }
-    return;
-  }
-  // several rows per block: merge the groups' partials in shared memory, in group order
-  for (int r = 0; r < rpb; ++r) {
-    if (sub == r) {
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
-        if (j < nvec) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            float* m = rms_bwd_merge + j * V + e;
-            *m = r == 0 ? dw[k][e] : *m + dw[k][e];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x) ws[i] = rms_bwd_merge[i];
+  write_partial<NV, V>(dw, ws, rms_bwd_merge, p.cols, nvec, tpr, rpb, lane, sub);
 }
 
 // ---------------------------------------------------------------- backward, long-row path
