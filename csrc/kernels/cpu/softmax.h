@@ -24,30 +24,13 @@
 
 #include <cstdint>
 
+#include "../softmax.h"
 #include "types.h"
 
 namespace yirage::kernels::cpu {
 
-struct SoftmaxForward {
-  const void* x = nullptr;
-  int64_t x_outer_stride = 0;  // elements between outer indices of x
-  int64_t x_dim_stride = 0;    // elements between indices along the softmax dim (must be 1 when inner == 1)
-  void* out = nullptr;         // (outer, dim, inner), contiguous
-  int64_t outer = 0, dim = 0, inner = 0;
-  bool log = false;            // log_softmax instead of softmax
-  DType dtype = DType::f32;
-};
-
-struct SoftmaxBackward {
-  const void* grad_out = nullptr;  // layout as SoftmaxForward::x
-  int64_t grad_out_outer_stride = 0, grad_out_dim_stride = 0;
-  const void* out = nullptr;  // the forward's output, layout as SoftmaxForward::x
-  int64_t out_outer_stride = 0, out_dim_stride = 0;
-  void* grad_x = nullptr;  // (outer, dim, inner), contiguous
-  int64_t outer = 0, dim = 0, inner = 0;
-  bool log = false;
-  DType dtype = DType::f32;
-};
+using kernels::SoftmaxBackward;  // ../softmax.h
+using kernels::SoftmaxForward;
 
 // How the work splits: `count` tasks of about `elems` elements each; kernels take tasks [begin, end).
 struct SoftmaxTasks {

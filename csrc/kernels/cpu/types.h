@@ -9,25 +9,18 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../dtype.h"
+
 namespace yirage::kernels::cpu {
 
-enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, f64 = 3 };
+using kernels::DType;  // dtype.h
+using kernels::dtype_name;
 
 enum class Status : int {
   ok = 0,
   unsupported_dtype = 1,  // the dtype switch reached its else-branch: the glue sent a dtype we lack
   invalid_argument = 2,   // sizes or strides the kernel's preconditions exclude
 };
-
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "float32";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::f64: return "float64";
-  }
-  return "unknown";
-}
 
 struct bf16 { uint16_t bits; };
 struct f16 { uint16_t bits; };

@@ -9,18 +9,11 @@
 
 #include <cstdint>
 
+#include "../dtype.h"
+
 namespace yirage::kernels::cuda {
 
-enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, f64 = 3 };
-
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "float32";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::f64: return "float64";
-  }
-  return "unknown";
-}
+using kernels::DType;  // dtype.h
+using kernels::dtype_name;
 
 }  // namespace yirage::kernels::cuda
