@@ -23,8 +23,10 @@ KINDS = {
     "log_softmax": (OPS.log_softmax, log_softmax_ref, OPS.log_softmax_backward, torch.log_softmax),
 }
 KIND_IDS = list(KINDS)
-# (rows, N) for the last dim: sizes 1 / odd / non-power-of-2 / larger than a vector or a cache line
-ROW_SHAPES = [(1, 1), (3, 2), (3, 8), (5, 31), (200, 768), (3, 769), (67, 5125), (4, 8192), (2, 100003)]
+# (rows, N) for the last dim: sizes 1 / odd / non-power-of-2 / larger than a vector or a cache line; on CUDA
+# 16384 and 32768 are the block kernel's 4 and 8 vectors per thread (bf16/fp16; 8 and global for fp32)
+ROW_SHAPES = [(1, 1), (3, 2), (3, 8), (5, 31), (200, 768), (3, 769), (67, 5125), (4, 8192), (2, 16384),
+              (3, 32768), (2, 100003)]
 # 3-D / 4-D shapes for every dim: inner sizes 1, < one vector, vector + tail, several column blocks (for the
 # fp32 AVX2 kernel: 2 x 600 x 72 is blocks of 32 + 32 + 8 columns; 1 x 4500 x 24, blocks of 8 columns)
 ND_SHAPES = [(3, 5, 7), (2, 3, 17, 5), (4, 33, 20), (2, 700, 3), (2, 600, 72), (1, 4500, 24)]
@@ -219,7 +221,7 @@ def test_empty(device, kind, shape, dim):
 @pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape,dim", [((1, 1), -1), ((3, 8), -1), ((37, 769), -1), ((64, 2048), -1),
-                                       ((37, 769), 0), ((3, 33, 20), 1), ((2, 700, 3), 1), ((1, 4500, 24), 1)])
+                                       ((3, 16384), -1), ((37, 769), 0), ((3, 33, 20), 1), ((2, 700, 3), 1), ((1, 4500, 24), 1)])
 def test_gradients(target, kind, dtype, shape, dim):
     op, ref, _, _ = KINDS[kind]
     x = softmax_inputs(shape, dtype, seed=7).requires_grad_()

@@ -20,6 +20,8 @@ using softmax::kGlobalThreads;
 using softmax::kColThreads;
 using softmax::kSoftmaxRegisters;
 using softmax::kMaxNBwd;
+using softmax::kWarpMaxN;
+using softmax::row_exp;
 using softmax::RowPlan;
 using softmax::softmax_row_plan;
 using softmax::softmax_row_blocks;
@@ -41,12 +43,19 @@ __global__ void __launch_bounds__(kRegThreads) softmax_bwd_rows_reg_kernel(Softm
   const T* ot = static_cast<const T*>(p.out) + (live ? row : 0) * p.out_outer_stride;
   Vec<T, V> rg[N], ro[N];
   A s = 0;
+  // every load of the row is issued before any arithmetic (as the norms')
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + int64_t(k) * L;
     if (live && i < nvec) {
       rg[k] = load_vec<T, V>(g + i * V);
       ro[k] = load_vec<T, V>(ot + i * V);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + int64_t(k) * L;
+    if (live && i < nvec) {
 #pragma unroll
       for (int j = 0; j < V; ++j) s += LOG ? to_acc(rg[k].v[j]) : to_acc(rg[k].v[j]) * to_acc(ro[k].v[j]);
     }
@@ -62,7 +71,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_bwd_rows_reg_kernel(Softm
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A gj = to_acc(rg[k].v[j]), oj = to_acc(ro[k].v[j]);
-        o.v[j] = from_acc<T>(LOG ? gj - sm_exp(oj) * s : oj * (gj - s));
+        o.v[j] = from_acc<T>(LOG ? gj - row_exp<T>(oj) * s : oj * (gj - s));
       }
       store_vec<T, V>(dx + i * V, o);
     }
@@ -145,13 +154,15 @@ cudaError_t softmax_bwd_rows_launch(const SoftmaxBackward& p, cudaStream_t strea
   } else if (r.kind == RowPlan::global) {
     softmax_bwd_rows_global_kernel<T, V, LOG><<<blocks, r.threads, 0, stream>>>(p);
   } else if (r.kind == RowPlan::block) {
-    softmax_bwd_rows_reg_kernel<T, V, kMaxNBwd, true, LOG><<<blocks, r.threads, 0, stream>>>(p, 0);
-  } else {
-    switch (r.n) {
-      case 1: softmax_bwd_rows_reg_kernel<T, V, 1, false, LOG><<<blocks, r.threads, 0, stream>>>(p, r.lanes); break;
-      case 2: softmax_bwd_rows_reg_kernel<T, V, 2, false, LOG><<<blocks, r.threads, 0, stream>>>(p, r.lanes); break;
-      default: softmax_bwd_rows_reg_kernel<T, V, 4, false, LOG><<<blocks, r.threads, 0, stream>>>(p, r.lanes); break;
+    if (r.n == 2) {
+      softmax_bwd_rows_reg_kernel<T, V, 2, true, LOG><<<blocks, r.threads, 0, stream>>>(p, 0);
+    } else {
+      softmax_bwd_rows_reg_kernel<T, V, kMaxNBwd, true, LOG><<<blocks, r.threads, 0, stream>>>(p, 0);
     }
+  } else if (r.n == 1) {
+    softmax_bwd_rows_reg_kernel<T, V, 1, false, LOG><<<blocks, r.threads, 0, stream>>>(p, r.lanes);
+  } else {
+    softmax_bwd_rows_reg_kernel<T, V, kWarpMaxN, false, LOG><<<blocks, r.threads, 0, stream>>>(p, r.lanes);
   }
   return launch_status();
 }
