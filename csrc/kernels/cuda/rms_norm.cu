@@ -41,13 +41,23 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
     const int64_t rr = live ? row : 0;
     const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
     Vec<T, V> h[NV];
+    if constexpr (!kRes) {
+      // plain: every load of the row is issued before any arithmetic (bf16 16384x4096 on an H100: 88% -> 99%
+      // of the copy bandwidth); the fused forward measured faster (99% vs 85%) loading, adding and storing h
+      // vector by vector, as below
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) h[k] = load_vec<T, V>(x + j * V);
+      }
+    }
     A ss[1] = {A(0)};
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        h[k] = load_vec<T, V>(x + j * V);
         if constexpr (kRes) {
+          h[k] = load_vec<T, V>(x + j * V);
           const Vec<T, V> r = load_vec<T, V>(static_cast<const T*>(p.residual) + rr * p.residual_stride + j * V);
 #pragma unroll
           for (int e = 0; e < V; ++e) h[k].v[e] = from_acc<T>(to_acc(h[k].v[e]) + to_acc(r.v[e]));
