@@ -41,6 +41,27 @@ def test_large_offset_is_stable(device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("hidden", [1024, 4096, 5125, 100003])
+def test_outlier_first_element_is_stable(device, dtype, hidden):
+    # x[0] tens of standard deviations from the mean (a "massive activation" in the first channel): sums shifted
+    # by x[0] lose digits there, the CUDA kernels then re-sum the centred squares; also a row whose x[0] sits
+    # about 3 standard deviations out, below that threshold
+    x = torch.randn(6, hidden, generator=torch.Generator().manual_seed(hidden))
+    # (for 100003 columns outliers of 30-100: one of 1e3 or more holds most of the variance, and fp32 sums
+    # of its square with 1e5 small ones lose more than the fp32 tolerance whatever the algorithm)
+    x[:3, 0] = torch.tensor([1e3, -3e3, 5e4] if hidden < 10**5 else [30.0, -60.0, 100.0])
+    x[3:, 0] = x[3:].mean(-1) + 3.5 * x[3:].std(-1)
+    x = x.to(dtype=dtype, device=device).requires_grad_()
+    w = torch.rand(hidden, generator=torch.Generator().manual_seed(1)).add(0.5).to(dtype=dtype, device=device)
+    y = OPS.layer_norm(x, w, None, 1e-5)
+    assert_close(y, layer_norm_ref(x, w, None, 1e-5), dtype)
+    g = torch.randn(6, hidden, generator=torch.Generator().manual_seed(2)).to(dtype=dtype, device=device)
+    y.backward(g)
+    ref = reference_grads(lambda a, c: layer_norm_ref(a, c, None, 1e-5), [x, w], [g])
+    assert_grad_close(x.grad, ref[0], dtype, "dx")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2, 3, 769), (65537, 24), (5125,)])
 def test_leading_dims_and_many_rows(device, dtype, shape):
     inp = layer_norm_inputs(shape, dtype, device=device, seed=2)

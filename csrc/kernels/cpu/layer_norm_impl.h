@@ -12,8 +12,9 @@ inline V keep_lanes(V v, int64_t m) {
 
 // The moments of one row in one pass over shifted data: with shift = x[0], d = x - shift (exact in fp32
 // for values within a factor of 2 of each other), dmean = mean(d) and var = mean(d^2) - dmean^2. The
-// shift sits within a few standard deviations of the mean, so the subtraction cancels little, and a large
-// common offset costs neither the sums nor the rounded mean their digits: centering is (x - shift) - dmean.
+// shift usually sits within a few standard deviations of the mean, so the subtraction cancels little (a row
+// whose x[0] lies further out takes a second pass over the centred squares), and a large common offset costs
+// neither the sums nor the rounded mean their digits: centering is (x - shift) - dmean.
 template <typename V>
 struct Moments {
   V shift, dmean, rstd;
@@ -43,6 +44,21 @@ inline Moments<V> row_moments(const T* x, int64_t n, double eps) {
   s2 = s2 + t2;
   const acc_t dmean = s1.sum() / acc_t(n);
   acc_t var = s2.sum() / acc_t(n) - dmean * dmean;
+  if (dmean * dmean > acc_t(16) * var) {
+    // x[0] more than 4 standard deviations from the mean (an outlier first element), or the difference rounded
+    // to <= 0: mean(d^2) - dmean^2 has lost about log2(1 + dmean^2 / var) bits, and the sums of d the digits
+    // of x below x[0]'s ulp. One more pass takes the same sums around the first estimate of the mean, which
+    // lies far within a standard deviation of it.
+    const V m = V::set1(first[0] + dmean);
+    V c1 = V::zero(), c2 = V::zero();
+    int64_t j = 0;
+    for (; j + W <= n; j += W) { const V d = V::load(x + j) - m; c1 = c1 + d; c2 = V::fma(d, d, c2); }
+    if (j < n) { const V d = keep_lanes(load_n<V>(x + j, n - j) - m, n - j); c1 = c1 + d; c2 = V::fma(d, d, c2); }
+    const acc_t off = c1.sum() / acc_t(n);
+    acc_t v2 = c2.sum() / acc_t(n) - off * off;
+    v2 = v2 > acc_t(0) ? v2 : acc_t(0);
+    return {m, V::set1(off), V::set1(acc_t(1) / std::sqrt(v2 + acc_t(eps)))};
+  }
   var = var > acc_t(0) ? var : acc_t(0);
   return {shift, V::set1(dmean), V::set1(acc_t(1) / std::sqrt(var + acc_t(eps)))};
 }

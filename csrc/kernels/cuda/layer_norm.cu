@@ -3,12 +3,16 @@
 // Register path (fp32 / fp16 / bf16, rows of 16-byte-aligned vectors): a row is held by `tpr` threads
 // (power of two, 1 .. 512) with NV 16-byte vectors each (plan_rows in norm_common.cuh; forward up to
 // 512 * 8 vectors, about 4 per thread: 1024 bf16 -> a warp per row, 4096 bf16 -> 128 threads per row).
-// x is read once, y written once; the mean and then the centred variance are two reductions over the
-// registers (exact two-pass variance). fp16 / bf16 rows are also kept as fp32 differences x - x[0],
-// converted once: recomputing them in each pass made the kernel ALU-bound (H100, bf16 16384x4096: 150 ->
-// 124 us); fp32 keeps only the loaded vectors (the cache measured slower there). Reductions: xor shuffles in the warp, shared memory across warps.
+// x is read once, y written once. All of a row's loads are issued first; then one reduction of the sums of
+// d = x - x[0] and d^2 gives the mean and the variance (shifted sums: a common offset cancels exactly). When
+// x[0] lies far from the mean (more than 4 standard deviations) those sums lose digits, and the block takes
+// them again from the registers around that first estimate of the mean (one more reduction). H100, bf16
+// 16384x4096, kernel alone: 75% of the copy bandwidth with two reductions and an fp32 copy of the row, 91%
+// with one (benchmarks/results/cuda-rowops-h100-2026-11-23.md). Reductions: xor shuffles in the warp, shared
+// memory across warps.
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
-// per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read), pass 2
+// per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read; the same sums
+// around that first estimate of the mean in one more read when x[0] lies far from it, as above), pass 2
 // re-reads the row (from L2) and writes; 16-byte vectors when aligned, element accesses otherwise.
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
@@ -28,9 +32,7 @@ template <typename T, int NV>
 __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
-  // fp16 / bf16: the row also kept as fp32 differences (converted once; the passes are ALU-bound otherwise)
-  constexpr bool kCache = !std::is_same_v<T, float>;
-  __shared__ A smem[512 / kWarpSize];
+  __shared__ A smem[512 / kWarpSize * 2];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
   const int64_t nvec = p.cols / V;
@@ -44,46 +46,57 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
     const int64_t rr = live ? row : 0;
     const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
     Vec<T, V> xv[NV];
-    A f[kCache ? NV : 1][V];
-    A s[1] = {A(0)};
-    // sums of x - x[0]: a row with a large common offset keeps its digits (the mean is exact to rounding)
-    const A shift = to_acc(x[0]);
+    // every load of the row is issued before any arithmetic
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+      if (live && j < nvec) xv[k] = load_vec<T, V>(x + j * V);
+    }
+    // sums of d = x - x[0] and d^2 in one reduction: a large common offset cancels exactly in d
+    const A shift = live ? to_acc(x[0]) : A(0);
+    A s[2] = {A(0), A(0)};
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        xv[k] = load_vec<T, V>(x + j * V);
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           const A d = to_acc(xv[k].v[e]) - shift;
-          if constexpr (kCache) f[k][e] = d;
           s[0] += d;
+          s[1] += d * d;
         }
       }
     }
-    group_sum<1>(s, tpr, smem);
-    // centred as (x - x[0]) - dm: x - mean with the mean rounded to fp32 would lose the digits below the
-    // offset's ulp (1e-3 at 1e4)
-    const A dm = s[0] * inv_n;
-    s[0] = A(0);
+    group_sum<2>(s, tpr, smem);
+    // x - mean is formed as (x - base) - off: base = x[0], off = mean(d) (the mean rounded to fp32 would lose
+    // the digits below a large common offset's ulp)
+    A base = shift, off = s[0] * inv_n;
+    A var = s[1] * inv_n - off * off;
+    // mean(d^2) - off^2 loses about log2(1 + off^2 / var) bits, and the sums of d the digits of x below x[0]'s
+    // ulp: when x[0] lies more than 4 standard deviations from the mean (or the difference rounded to <= 0 with
+    // off != 0) the block takes the same two sums again around this first estimate of the mean, in a second
+    // reduction. __syncthreads_or keeps the branch block-uniform (the reduction has barriers and full-warp
+    // shuffles).
+    if (__syncthreads_or(off * off > A(16) * var)) {
+      base = shift + off;  // within a small fraction of a standard deviation of the mean
+      A c[2] = {A(0), A(0)};
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          A d;
-          if constexpr (kCache) {
-            d = (f[k][e] -= dm);
-          } else {
-            d = (to_acc(xv[k].v[e]) - shift) - dm;
+          for (int e = 0; e < V; ++e) {
+            const A d = to_acc(xv[k].v[e]) - base;
+            c[0] += d;
+            c[1] += d * d;
           }
-          s[0] += d * d;
         }
       }
+      group_sum<2>(c, tpr, smem);
+      off = c[0] * inv_n;
+      var = c[1] * inv_n - off * off;
     }
-    group_sum<1>(s, tpr, smem);
-    const A rstd = A(1) / sqrtf(s[0] * inv_n + A(p.eps));
+    const A rstd = A(1) / sqrtf((var > A(0) ? var : A(0)) + A(p.eps));
     T* y = static_cast<T*>(p.out) + rr * p.cols;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
@@ -91,13 +104,7 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       if (live && j < nvec) {
         A o[V];
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          if constexpr (kCache) {
-            o[e] = f[k][e] * rstd;
-          } else {
-            o[e] = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
-          }
-        }
+        for (int e = 0; e < V; ++e) o[e] = ((to_acc(xv[k].v[e]) - base) - off) * rstd;
         if (w) {
           const Vec<T, V> b = load_vec<T, V>(w + j * V);
 #pragma unroll
@@ -136,8 +143,20 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
       for (int e = 0; e < V; ++e) { const A d = to_acc(a.v[e]) - shift; s[0] += d; s[1] += d * d; }
     }
     block_sum_k<2>(s, smem);
-    const A dm = s[0] * inv_n;
-    A var = s[1] * inv_n - dm * dm;
+    A base = shift, off = s[0] * inv_n;  // as the register path
+    A var = s[1] * inv_n - off * off;
+    if (off * off > A(16) * var) {  // x[0] far from the mean (uniform: every thread has the block's sums)
+      base = shift + off;
+      A c[2] = {A(0), A(0)};
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        const Vec<T, V> a = load_vec<T, V>(x + i * V);
+#pragma unroll
+        for (int e = 0; e < V; ++e) { const A d = to_acc(a.v[e]) - base; c[0] += d; c[1] += d * d; }
+      }
+      block_sum_k<2>(c, smem);
+      off = c[0] * inv_n;
+      var = c[1] * inv_n - off * off;
+    }
     var = var > A(0) ? var : A(0);
     const A rstd = A(1) / sqrt(var + A(p.eps));
     T* y = static_cast<T*>(p.out) + row * p.cols;
@@ -148,7 +167,7 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
       if (bias) bb = load_vec<T, V>(bias + i * V);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        A f = ((to_acc(a.v[e]) - shift) - dm) * rstd;
+        A f = ((to_acc(a.v[e]) - base) - off) * rstd;
         if (w) f *= to_acc(bw.v[e]);
         if (bias) f += to_acc(bb.v[e]);
         o.v[e] = from_acc<T>(f);

@@ -8,7 +8,8 @@
 // sum of g) are accumulated per thread in registers across the rows of a persistent grid (SMs x resident
 // blocks), merged per block in shared memory into one fp32 row each of a workspace, and reduced
 // column-wise by a second kernel (deterministic, no atomics). The long-row backward (one read pass with
-// four shifted sums, one write pass) accumulates its partial rows in the workspace.
+// four shifted sums, taken again around their estimate of the mean when x[0] lies more than 4 standard
+// deviations from it, as the forward; one write pass) accumulates its partial rows in the workspace.
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
 
@@ -158,12 +159,34 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
       }
     }
     block_sum_k<4>(s, smem);
-    const A dm = s[0] * inv_n;
-    A var = s[1] * inv_n - dm * dm;
+    A base = shift, off = s[0] * inv_n;  // x - mean as (x - base) - off, as the forward
+    const A mean_gw = s[2] * inv_n;
+    A var = s[1] * inv_n - off * off;
+    A mean_gwc = s[3] * inv_n - off * mean_gw;  // mean(g*w*(x - mean))
+    if (off * off > A(16) * var) {
+      // x[0] far from the mean (as the forward): the same sums again around the first estimate of the mean
+      base = shift + off;
+      A c[3] = {A(0), A(0), A(0)};
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
+        Vec<T, V> b;
+        if (w) b = load_vec<T, V>(w + i * V);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const A d = to_acc(a.v[e]) - base;
+          c[0] += d;
+          c[1] += d * d;
+          c[2] += (w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e])) * d;
+        }
+      }
+      block_sum_k<3>(c, smem);
+      off = c[0] * inv_n;
+      var = c[1] * inv_n - off * off;
+      mean_gwc = c[2] * inv_n - off * mean_gw;
+    }
     var = var > A(0) ? var : A(0);
     const A rstd = A(1) / sqrt(var + A(p.eps));
-    const A mean_gw = s[2] * inv_n;
-    const A mean_gwx = rstd * (s[3] * inv_n - dm * mean_gw);  // mean(g*w*xhat)
+    const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
     T* dx = static_cast<T*>(p.grad_x) + row * p.cols;
     for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
       const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
@@ -172,7 +195,7 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const A gf = to_acc(g.v[e]);
-        const A xhat = ((to_acc(a.v[e]) - shift) - dm) * rstd;
+        const A xhat = ((to_acc(a.v[e]) - base) - off) * rstd;
         const A gw = w ? gf * to_acc(b.v[e]) : gf;
         o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
         // this thread's own columns of its block's partial rows: no other thread touches them
