@@ -52,34 +52,9 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) xv[k] = load_vec<T, V>(x + j * V);
     }
-    // sums of d = x - x[0] and d^2 in one reduction: a large common offset cancels exactly in d
-    const A shift = live ? to_acc(x[0]) : A(0);
-    A s[2] = {A(0), A(0)};
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const A d = to_acc(xv[k].v[e]) - shift;
-          s[0] += d;
-          s[1] += d * d;
-        }
-      }
-    }
-    group_sum<2>(s, tpr, smem);
-    // x - mean is formed as (x - base) - off: base = x[0], off = mean(d) (the mean rounded to fp32 would lose
-    // the digits below a large common offset's ulp)
-    A base = shift, off = s[0] * inv_n;
-    A var = s[1] * inv_n - off * off;
-    // mean(d^2) - off^2 loses about log2(1 + off^2 / var) bits, and the sums of d the digits of x below x[0]'s
-    // ulp: when x[0] lies more than 4 standard deviations from the mean (or the difference rounded to <= 0 with
-    // off != 0) the block takes the same two sums again around this first estimate of the mean, in a second
-    // reduction. __syncthreads_or keeps the branch block-uniform (the reduction has barriers and full-warp
-    // shuffles).
-    if (__syncthreads_or(off * off > A(16) * var)) {
-      base = shift + off;  // within a small fraction of a standard deviation of the mean
-      A c[2] = {A(0), A(0)};
+    // the mean of d = x - base and the variance from the sums of d and d^2 (one reduction over the registers)
+    auto moments = [&](A base, A& off, A& var) {
+      A s[2] = {A(0), A(0)};
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int64_t j = int64_t(k) * tpr + lane;
@@ -87,14 +62,27 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const A d = to_acc(xv[k].v[e]) - base;
-            c[0] += d;
-            c[1] += d * d;
+            s[0] += d;
+            s[1] += d * d;
           }
         }
       }
-      group_sum<2>(c, tpr, smem);
-      off = c[0] * inv_n;
-      var = c[1] * inv_n - off * off;
+      group_sum<2>(s, tpr, smem);
+      off = s[0] * inv_n;
+      var = s[1] * inv_n - off * off;
+    };
+    // x - mean is formed as (x - base) - off with base = x[0]: a large common offset cancels exactly in x - base
+    // (the mean rounded to fp32 would lose the digits below the offset's ulp)
+    A base = live ? to_acc(x[0]) : A(0), off, var;
+    moments(base, off, var);
+    // mean(d^2) - off^2 loses about log2(1 + off^2 / var) bits, and the sums of d the digits of x below x[0]'s
+    // ulp: when x[0] lies more than 4 standard deviations from the mean (or the difference rounded to <= 0 with
+    // off != 0) the block takes the sums again around this first estimate of the mean, within a small fraction
+    // of a standard deviation of it. __syncthreads_or keeps the branch block-uniform (the reduction has barriers
+    // and full-warp shuffles).
+    if (__syncthreads_or(off * off > A(16) * var)) {
+      base += off;
+      moments(base, off, var);
     }
     const A rstd = A(1) / sqrtf((var > A(0) ? var : A(0)) + A(p.eps));
     T* y = static_cast<T*>(p.out) + rr * p.cols;
@@ -135,27 +123,23 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
   const A inv_n = A(1) / A(p.cols);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
-    const A shift = to_acc(x[0]);
-    A s[2] = {A(0), A(0)};
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      const Vec<T, V> a = load_vec<T, V>(x + i * V);
-#pragma unroll
-      for (int e = 0; e < V; ++e) { const A d = to_acc(a.v[e]) - shift; s[0] += d; s[1] += d * d; }
-    }
-    block_sum_k<2>(s, smem);
-    A base = shift, off = s[0] * inv_n;  // as the register path
-    A var = s[1] * inv_n - off * off;
-    if (off * off > A(16) * var) {  // x[0] far from the mean (uniform: every thread has the block's sums)
-      base = shift + off;
-      A c[2] = {A(0), A(0)};
+    // as the register path: the mean of x - base and the variance from one read of the row
+    auto moments = [&](A base, A& off, A& var) {
+      A s[2] = {A(0), A(0)};
       for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
         const Vec<T, V> a = load_vec<T, V>(x + i * V);
 #pragma unroll
-        for (int e = 0; e < V; ++e) { const A d = to_acc(a.v[e]) - base; c[0] += d; c[1] += d * d; }
+        for (int e = 0; e < V; ++e) { const A d = to_acc(a.v[e]) - base; s[0] += d; s[1] += d * d; }
       }
-      block_sum_k<2>(c, smem);
-      off = c[0] * inv_n;
-      var = c[1] * inv_n - off * off;
+      block_sum_k<2>(s, smem);
+      off = s[0] * inv_n;
+      var = s[1] * inv_n - off * off;
+    };
+    A base = to_acc(x[0]), off, var;
+    moments(base, off, var);
+    if (off * off > A(16) * var) {  // x[0] far from the mean (uniform: every thread has the block's sums)
+      base += off;
+      moments(base, off, var);
     }
     var = var > A(0) ? var : A(0);
     const A rstd = A(1) / sqrt(var + A(p.eps));

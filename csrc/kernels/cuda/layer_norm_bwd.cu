@@ -142,31 +142,9 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
     const bool first = row == blockIdx.x;
     const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
     const T* go = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
-    const A shift = to_acc(x[0]);
-    A s[4] = {A(0), A(0), A(0), A(0)};  // sum d, sum d^2, sum g*w, sum g*w*d with d = x - x[0]
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
-      Vec<T, V> b;
-      if (w) b = load_vec<T, V>(w + i * V);
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const A d = to_acc(a.v[e]) - shift;
-        const A gw = w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e]);
-        s[0] += d;
-        s[1] += d * d;
-        s[2] += gw;
-        s[3] += gw * d;
-      }
-    }
-    block_sum_k<4>(s, smem);
-    A base = shift, off = s[0] * inv_n;  // x - mean as (x - base) - off, as the forward
-    const A mean_gw = s[2] * inv_n;
-    A var = s[1] * inv_n - off * off;
-    A mean_gwc = s[3] * inv_n - off * mean_gw;  // mean(g*w*(x - mean))
-    if (off * off > A(16) * var) {
-      // x[0] far from the mean (as the forward): the same sums again around the first estimate of the mean
-      base = shift + off;
-      A c[3] = {A(0), A(0), A(0)};
+    // with d = x - base: mean(d), the variance, mean(g*w) and mean(g*w*(x - mean)) from one read of the row
+    auto moments = [&](A base, A& off, A& var, A& mean_gw, A& mean_gwc) {
+      A s[4] = {A(0), A(0), A(0), A(0)};  // sum d, sum d^2, sum g*w, sum g*w*d
       for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
         const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
         Vec<T, V> b;
@@ -174,15 +152,24 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
 #pragma unroll
         for (int e = 0; e < V; ++e) {
           const A d = to_acc(a.v[e]) - base;
-          c[0] += d;
-          c[1] += d * d;
-          c[2] += (w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e])) * d;
+          const A gw = w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e]);
+          s[0] += d;
+          s[1] += d * d;
+          s[2] += gw;
+          s[3] += gw * d;
         }
       }
-      block_sum_k<3>(c, smem);
-      off = c[0] * inv_n;
-      var = c[1] * inv_n - off * off;
-      mean_gwc = c[2] * inv_n - off * mean_gw;
+      block_sum_k<4>(s, smem);
+      off = s[0] * inv_n;
+      var = s[1] * inv_n - off * off;
+      mean_gw = s[2] * inv_n;
+      mean_gwc = s[3] * inv_n - off * mean_gw;
+    };
+    A base = to_acc(x[0]), off, var, mean_gw, mean_gwc;  // x - mean as (x - base) - off, as the forward
+    moments(base, off, var, mean_gw, mean_gwc);
+    if (off * off > A(16) * var) {  // x[0] far from the mean (as the forward): again around the first estimate
+      base += off;
+      moments(base, off, var, mean_gw, mean_gwc);
     }
     var = var > A(0) ? var : A(0);
     const A rstd = A(1) / sqrt(var + A(p.eps));
