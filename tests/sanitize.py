@@ -6,7 +6,8 @@
 Every op with a CUDA kernel (rms_norm, fused_add_rms_norm, layer_norm, softmax, log_softmax, silu_and_mul,
 gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention) runs forward and backward (its backward op,
 through autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one
-element past an aligned address (a view at storage offset 1). attention (and attention_causal, attention_dims,
+element past an aligned address (a view at storage offset 1); rms_norm and layer_norm also on 4099x1024 (the
+register paths, their backward with more row groups than the persistent grid and a partial last group). attention (and attention_causal, attention_dims,
 attention_decode) runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the portable
 path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), D=128 and
 256 causal (attention_dims), and a decode case Sq=1, Sk=600. Results are compared with the float64 references;
@@ -87,7 +88,8 @@ OPS_TABLE = {
     "rms_norm": (("rms_norm", "rms_norm_backward"), lambda x, w: OPS.rms_norm(x, w, 1e-6),
                  lambda x, w: rms_norm_ref(x, w, 1e-6), None,
                  [("5x33", _norm(fx.rms_norm_inputs, (5, 33), ("x", "weight")), False),
-                  ("3x769 unaligned", _norm(fx.rms_norm_inputs, (3, 769), ("x", "weight")), True)]),
+                  ("3x769 unaligned", _norm(fx.rms_norm_inputs, (3, 769), ("x", "weight")), True),
+                  ("4099x1024", _norm(fx.rms_norm_inputs, (4099, 1024), ("x", "weight")), False)]),
     "fused_add_rms_norm": (("fused_add_rms_norm", "rms_norm_backward"),
                            lambda x, r, w: OPS.fused_add_rms_norm(x, r, w, 1e-6),
                            lambda x, r, w: fused_add_rms_norm_ref(x, r, w, 1e-6), None,
@@ -97,7 +99,8 @@ OPS_TABLE = {
     "layer_norm": (("layer_norm", "layer_norm_backward"), lambda x, w, b: OPS.layer_norm(x, w, b, 1e-5),
                    lambda x, w, b: layer_norm_ref(x, w, b, 1e-5), None,
                    [("5x33", _norm(fx.layer_norm_inputs, (5, 33), ("x", "weight", "bias")), False),
-                    ("3x769 unaligned", _norm(fx.layer_norm_inputs, (3, 769), ("x", "weight", "bias")), True)]),
+                    ("3x769 unaligned", _norm(fx.layer_norm_inputs, (3, 769), ("x", "weight", "bias")), True),
+                    ("4099x1024", _norm(fx.layer_norm_inputs, (4099, 1024), ("x", "weight", "bias")), False)]),
     "softmax": (("softmax", "softmax_backward"), lambda x: OPS.softmax(x, -1), lambda x: softmax_ref(x, -1), None,
                 [("5x33", _one(fx.softmax_inputs, (5, 33)), False),
                  ("3x769 unaligned", _one(fx.softmax_inputs, (3, 769)), True)]),

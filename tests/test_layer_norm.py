@@ -115,7 +115,9 @@ def test_empty(device, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048)])
+# (4099, 1024): more row groups than a persistent grid holds on current GPUs (fp16/bf16 rows staged through
+# shared memory) and a last group of fewer rows
+@pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048), (4099, 1024)])
 @pytest.mark.parametrize("affine", ["weight_bias", "none"])
 def test_gradients(target, dtype, rows, hidden, affine):
     inp = layer_norm_inputs((rows, hidden), dtype, seed=4)

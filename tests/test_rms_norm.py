@@ -146,7 +146,9 @@ def test_empty(device, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048)])
+# (4099, 1024): more row groups than a persistent grid holds on current GPUs (fp16/bf16 rows staged through
+# shared memory, the next row in flight), and a last group of fewer rows
+@pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 8), (37, 769), (300, 2048), (4099, 1024)])
 @pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
 def test_rms_norm_gradients(target, dtype, rows, hidden, with_weight):
     inp = rms_norm_inputs((rows, hidden), dtype, seed=5)

@@ -57,4 +57,13 @@ __device__ __forceinline__ T shfl(T v, int src_lane) {
 #endif
 }
 
+// Whether `pred` holds for any lane of the warp (every lane participates).
+__device__ __forceinline__ bool warp_any(bool pred) {
+#if YIRAGE_HIP
+  return __any(pred);
+#else
+  return __any_sync(0xffffffffu, pred);
+#endif
+}
+
 }  // namespace yirage::kernels::cuda

@@ -78,9 +78,9 @@ __global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) 
     // mean(d^2) - off^2 loses about log2(1 + off^2 / var) bits, and the sums of d the digits of x below x[0]'s
     // ulp: when x[0] lies more than 4 standard deviations from the mean (or the difference rounded to <= 0 with
     // off != 0) the block takes the sums again around this first estimate of the mean, within a small fraction
-    // of a standard deviation of it. __syncthreads_or keeps the branch block-uniform (the reduction has barriers
-    // and full-warp shuffles).
-    if (__syncthreads_or(off * off > A(16) * var)) {
+    // of a standard deviation of it. group_any keeps the branch uniform over the warp, or the block when a row
+    // spans warps (the reduction has full-warp shuffles, and barriers across warps).
+    if (norm::group_any(off * off > A(16) * var, tpr)) {
       base += off;
       moments(base, off, var);
     }

@@ -1,13 +1,15 @@
 // LayerNorm backward on CUDA (the forward, and the register and long-row paths it shares with the
 // backward: layer_norm.cu).
 //
-// Register path up to 512 * 4 vectors (16-bit types aim at 2 vectors per thread to leave
-// registers for the two gradient accumulators): the mean (one reduction), then sum((x-mean)^2),
-// sum(g*w), sum(g*w*(x-mean)) (one reduction of three), then
-// dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)). The weight and bias gradients (sum of g*xhat,
-// sum of g) are accumulated per thread in registers across the rows of a persistent grid (SMs x resident
-// blocks), merged per block in shared memory into one fp32 row each of a workspace, and reduced
-// column-wise by a second kernel (deterministic, no atomics). The long-row backward (one read pass with
+// Register path up to 512 * 4 vectors: fp16 / bf16 rows of 128+ vectors at 4 vectors per thread, staged
+// through shared memory with cp.async (norm::RowStager; the row does not fit in registers beside the two
+// gradient accumulators), shorter ones at 2 vectors per thread and fp32 rows in registers. One reduction of
+// four shifted sums (d = x - x[0]: sum d, sum d^2, sum g*w, sum g*w*d; taken again around their estimate of
+// the mean when x[0] lies more than 4 standard deviations from it, as the forward) gives the mean, the
+// variance, mean(g*w) and mean(g*w*(x-mean)); then dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)).
+// The weight and bias gradients (sum of g*xhat, sum of g) are accumulated per thread in registers across the
+// rows of a persistent grid (SMs x resident blocks), merged per block in shared memory into one fp32 row each
+// of a workspace, and reduced column-wise by a second kernel (deterministic, no atomics). The long-row backward (one read pass with
 // four shifted sums, taken again around their estimate of the mean when x[0] lies more than 4 standard
 // deviations from it, as the forward; one write pass) accumulates its partial rows in the workspace.
 // Accumulation in fp32 (fp64 for fp64).
@@ -25,12 +27,28 @@ using norm::RowPlan;
 using norm::write_partial;
 
 // ---------------------------------------------------------------- backward, register path
+// Whether the register path stages its rows: fp16 / bf16 with 4 vectors per thread. bf16 on an H100, kernel
+// alone: 65 -> 76% of the copy bandwidth at 16384x4096, 68 -> 83% at 65536x1024, 51 -> 70% at 4096x8192 (a
+// quarter of the threads per row, which only fits with the row out of registers); rows below 128 vectors
+// keep 2 vectors per thread in registers (staged: 5-7% slower there).
+template <typename T>
+constexpr bool ln_bwd_staged(int nv) {
+  return norm::kStageRows<T> && nv == 4;
+}
+
+// fp16 / bf16 rows of 4 vectors per thread (rows of 128+ vectors) go through shared memory (norm::RowStager,
+// `stages` >= 1 slots) and each phase reads them there again; other rows are loaded into registers
+// (stages = 0). Only the gradient accumulators live in registers across rows.
 template <typename T, int NV>
-__global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr) {
+__global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr, int stages) {
   using A = float;
   constexpr int V = kVec<T>;
-  extern __shared__ float ln_bwd_merge[];  // cols floats when a block holds several rows
-  __shared__ A smem[512 / kWarpSize * 3];
+  constexpr bool kStaged = ln_bwd_staged<T>(NV);
+  // the row slots, then cols floats to merge the partials when a block holds several rows
+  extern __shared__ __align__(16) unsigned char ln_bwd_dyn[];
+  const norm::RowStager<T, NV> st{reinterpret_cast<Vec<T, V>*>(ln_bwd_dyn), stages};
+  float* ln_bwd_merge = reinterpret_cast<float*>(ln_bwd_dyn + st.bytes(stages, blockDim.x));
+  __shared__ A smem[512 / kWarpSize * 4];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
   const int64_t nvec = p.cols / V;
@@ -44,68 +62,106 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
     for (int e = 0; e < V; ++e) { dw[k][e] = A(0); db[k][e] = A(0); }
   }
   const A inv_n = A(1) / A(p.cols);
+  // queues this thread's copies of group g's row into `slot`; returns the row's x[0] (0 past the end), the
+  // base of the shifted sums, loaded now and used stages - 1 rows later
+  auto issue = [&](int64_t g, int slot) -> A {
+    const int64_t row = g * rpb + sub;
+    const bool live = g < groups && row < p.rows;
+    const int64_t rr = live ? row : 0;
+    const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
+    st.issue(slot, x, static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
+    return live ? to_acc(x[0]) : A(0);
+  };
+  A ahead[2] = {A(0), A(0)};  // x[0] of the rows queued ahead (stages - 1 <= 2 of them), oldest first
+  if constexpr (kStaged) {
+    if (stages > 1) ahead[0] = issue(blockIdx.x, 0);
+    if (stages > 2) ahead[1] = issue(blockIdx.x + int64_t(gridDim.x), 1);
+  }
+  int slot = 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
-    const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
-    const T* go = static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride;
-    Vec<T, V> xv[NV], gv[NV];
-    // every load of the row is issued before any arithmetic (as rms_norm's backward; bf16 16384x4096 on an
-    // H100: 52% -> 65% of the copy bandwidth for the kernel alone)
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-        xv[k] = load_vec<T, V>(x + j * V);
-        gv[k] = load_vec<T, V>(go + j * V);
+    Vec<T, V> xr[kStaged ? 1 : NV], gr[kStaged ? 1 : NV];  // the row, when not staged
+    A base;
+    if constexpr (kStaged) {
+      // the copies of the row stages - 1 groups ahead go out before this one is waited for
+      const A next = issue(g + int64_t(stages - 1) * gridDim.x, slot > 0 ? slot - 1 : stages - 1);
+      if (stages == 1) {
+        base = next;
+      } else {
+        base = ahead[0];
+        ahead[0] = stages == 2 ? next : ahead[1];
+        ahead[1] = next;
       }
-    }
-    A m[1] = {A(0)};
-    const A shift = to_acc(x[0]);  // shifted sums, as the forward
+      st.wait();
+    } else {
+      const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
+      const T* go = static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-#pragma unroll
-        for (int e = 0; e < V; ++e) m[0] += to_acc(xv[k].v[e]) - shift;
-      }
-    }
-    group_sum<1>(m, tpr, smem);
-    const A dm = m[0] * inv_n;  // x - mean as (x - x[0]) - dm, as the forward
-    A s[3] = {A(0), A(0), A(0)};  // sum (x-mean)^2, sum g*w, sum g*w*(x-mean)
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-        Vec<T, V> b;
-        if (w) b = load_vec<T, V>(w + j * V);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const A d = (to_acc(xv[k].v[e]) - shift) - dm;
-          const A gw = w ? to_acc(gv[k].v[e]) * to_acc(b.v[e]) : to_acc(gv[k].v[e]);
-          s[0] += d * d;
-          s[1] += gw;
-          s[2] += gw * d;
+      for (int k = 0; k < NV; ++k) {  // every load of the row is issued before any arithmetic
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) {
+          xr[k] = load_vec<T, V>(x + j * V);
+          gr[k] = load_vec<T, V>(go + j * V);
         }
       }
+      base = live ? to_acc(x[0]) : A(0);
     }
-    group_sum<3>(s, tpr, smem);
-    const A rstd = A(1) / sqrtf(s[0] * inv_n + A(p.eps));
-    const A mean_gw = s[1] * inv_n;
-    const A mean_gwx = s[2] * inv_n * rstd;  // mean(g*w*xhat)
+    auto xv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 0); else return xr[k]; };
+    auto gv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 1); else return gr[k]; };
+    // with d = x - base: mean(d), the variance, mean(g*w) and mean(g*w*(x - mean)) from one reduction (shifted
+    // sums, as the forward)
+    auto moments = [&](A b0, A& off, A& var, A& mean_gw, A& mean_gwc) {
+      A s[4] = {A(0), A(0), A(0), A(0)};  // sum d, sum d^2, sum g*w, sum g*w*d
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) {
+          const Vec<T, V> a = xv(k), gg = gv(k);
+          Vec<T, V> b;
+          if (w) b = load_vec<T, V>(w + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const A d = to_acc(a.v[e]) - b0;
+            const A gw = w ? to_acc(gg.v[e]) * to_acc(b.v[e]) : to_acc(gg.v[e]);
+            s[0] += d;
+            s[1] += d * d;
+            s[2] += gw;
+            s[3] += gw * d;
+          }
+        }
+      }
+      group_sum<4>(s, tpr, smem);
+      off = s[0] * inv_n;
+      var = s[1] * inv_n - off * off;
+      mean_gw = s[2] * inv_n;
+      mean_gwc = s[3] * inv_n - off * mean_gw;
+    };
+    A off, var, mean_gw, mean_gwc;
+    moments(base, off, var, mean_gw, mean_gwc);
+    // x[0] far from the mean (as the forward): the sums again around their first estimate of the mean;
+    // group_any keeps the branch uniform where the reduction needs it
+    if (norm::group_any(off * off > A(16) * var, tpr)) {
+      base += off;
+      moments(base, off, var, mean_gw, mean_gwc);
+    }
+    var = var > A(0) ? var : A(0);
+    const A rstd = A(1) / sqrtf(var + A(p.eps));
+    const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
+        const Vec<T, V> a = xv(k), gg = gv(k);
         Vec<T, V> b;
         if (w) b = load_vec<T, V>(w + j * V);
         Vec<T, V> o;
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-          const A gf = to_acc(gv[k].v[e]);
-          const A xhat = ((to_acc(xv[k].v[e]) - shift) - dm) * rstd;
+          const A gf = to_acc(gg.v[e]);
+          const A xhat = ((to_acc(a.v[e]) - base) - off) * rstd;
           const A gw = w ? gf * to_acc(b.v[e]) : gf;
           o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
           dw[k][e] += gf * xhat;
@@ -114,7 +170,9 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr)
         store_vec<T, V>(dx + j * V, o);
       }
     }
+    if constexpr (kStaged) slot = slot + 1 < stages ? slot + 1 : 0;
   }
+  if constexpr (kStaged) norm::copy_wait(0);  // the groups queued past the last row are empty: nothing in flight
   A* ws = static_cast<A*>(p.workspace);
   const int64_t part = int64_t(gridDim.x) * p.cols;
   if (want_dw) {  // block-uniform
@@ -194,7 +252,7 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
   }
 }
 
-using BwdRegsKernel = void (*)(LayerNormBackward, int);
+using BwdRegsKernel = void (*)(LayerNormBackward, int, int);
 
 template <typename T>
 BwdRegsKernel bwd_regs_kernel(int nv) {
@@ -212,6 +270,7 @@ BwdRegsKernel bwd_regs_kernel(int nv) {
 struct BwdPlan {
   RowPlan rp;        // rp.regs: register path
   bool vec = false;  // long-row path: 16-byte vectors
+  int stages = 0;    // register path: row slots of the staging (norm::RowStager)
   int block = 0;
   size_t smem = 0;
   int64_t grid = 0;  // = rows of each gradient's workspace partials
@@ -225,15 +284,25 @@ BwdPlan bwd_plan(const LayerNormBackward& p) {
           aligned(p.grad_out, 16) && aligned(p.grad_x, 16) && (p.weight == nullptr || aligned(p.weight, 16));
   const bool params = p.grad_weight != nullptr || p.grad_bias != nullptr;
   const int64_t sms = norm::sm_count();
-  if (!std::is_same_v<T, double> && b.vec) b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 ? 2 : 4);
+  if (!std::is_same_v<T, double> && b.vec) {
+    b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 && p.cols / V < 128 ? 2 : 4);
+  }
   if (b.rp.regs) {
     const int rpb = b.rp.block / b.rp.tpr;
     b.block = b.rp.block;
-    b.smem = rpb > 1 && params ? size_t(p.cols) * sizeof(float) : 0;
+    const size_t merge = rpb > 1 && params ? size_t(p.cols) * sizeof(float) : 0;
+    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);
+    b.smem = merge;
+    if (ln_bwd_staged<T>(b.rp.nv)) {
+      b.stages = norm::bwd_stages(kernel, b.rp.nv, b.block, merge, &b.smem, YIRAGE_NORM_BWD_STAGES_LN);
+      b.rp.regs = b.stages > 0;  // not even one row slot fits shared memory: the long-row path
+    }
     const int64_t groups = (p.rows + rpb - 1) / rpb;
-    const int64_t cap = sms * norm::blocks_per_sm(bwd_regs_kernel<T>(b.rp.nv), b.block, b.smem);
+    const int64_t cap = sms * norm::blocks_per_sm(kernel, b.block, b.smem);
     b.grid = groups < cap ? groups : cap;
-  } else {
+  }
+  if (!b.rp.regs) {
+    b.smem = 0;
     b.block = norm::general_block(b.vec ? p.cols / V : p.cols);
     const int occ = b.vec ? norm::blocks_per_sm(ln_bwd_general<T, V>, b.block, 0)
                           : norm::blocks_per_sm(ln_bwd_general<T, 1>, b.block, 0);
@@ -251,7 +320,7 @@ cudaError_t bwd_launch(const LayerNormBackward& p, cudaStream_t stream) {
   if ((p.grad_weight || p.grad_bias) && p.workspace == nullptr) return cudaErrorInvalidValue;
   if (b.rp.regs) {
     const auto kernel = bwd_regs_kernel<T>(b.rp.nv);  // a named kernel: hipify cannot rewrite f(x)<<<...>>>
-    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr);
+    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr, b.stages);
   } else if (b.vec) {
     ln_bwd_general<T, V><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
   } else {

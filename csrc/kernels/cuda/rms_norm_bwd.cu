@@ -1,9 +1,11 @@
 // RMSNorm backward on CUDA (the forward, and the register and long-row paths it shares with the backward:
 // rms_norm.cu).
 //
-// Register path up to 512 * 4 vectors (16K bf16, 8K fp32; more would spill; 16-bit types aim
-// at 2 vectors per thread to leave registers for the weight-gradient accumulators), then
-// the long-row path. One pass per row computes sum(x^2) and sum(g*w*x) in one reduction, then
+// Register path up to 512 * 4 vectors (16K bf16, 8K fp32; 16-bit types aim at 2 vectors per thread), then
+// the long-row path. fp16 / bf16 rows stream through shared memory with cp.async, the next row's copy in
+// flight while this one is computed (norm::RowStager; bf16 on an H100, kernel alone: 79 -> 84% of the copy
+// bandwidth at 16384x4096, 69 -> 80% at 4096x8192); fp32 rows are loaded into registers (staged: slower).
+// One pass per row computes sum(x^2) and sum(g*w*x) in one reduction, then
 // dx = rstd*g*w - x*rstd^3*sum(g*w*x)/N (+ grad_add). The weight gradient sum(g*x*rstd) is accumulated
 // per thread in registers across the rows of a persistent grid (SMs x resident blocks), merged per block
 // in shared memory into one fp32 row of a workspace, and reduced column-wise by a second kernel
@@ -23,11 +25,18 @@ using norm::RowPlan;
 using norm::write_partial;
 
 // ---------------------------------------------------------------- backward, register path
+// fp16 / bf16 rows stream through shared memory (norm::RowStager, `stages` >= 1 slots) and each phase reads
+// them there again; fp32 rows are loaded into registers (stages = 0). Only the weight-gradient accumulators
+// live in registers across rows.
 template <typename T, int NV>
-__global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr) {
+__global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr, int stages) {
   using A = float;
   constexpr int V = kVec<T>;
-  extern __shared__ float rms_bwd_merge[];  // cols floats when a block holds several rows
+  constexpr bool kStaged = norm::kStageRows<T>;
+  // the row slots, then cols floats to merge the partials when a block holds several rows
+  extern __shared__ __align__(16) unsigned char rms_bwd_dyn[];
+  const norm::RowStager<T, NV> st{reinterpret_cast<Vec<T, V>*>(rms_bwd_dyn), stages};
+  float* rms_bwd_merge = reinterpret_cast<float*>(rms_bwd_dyn + st.bytes(stages, blockDim.x));
   __shared__ A smem[512 / kWarpSize * 2];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
@@ -42,44 +51,56 @@ __global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr) 
     for (int e = 0; e < V; ++e) dw[k][e] = A(0);
   }
   const A inv_n = A(1) / A(p.cols);
+  // queues this thread's copies of group g's row into `slot`
+  auto issue = [&](int64_t g, int slot) {
+    const int64_t row = g * rpb + sub;
+    const bool live = g < groups && row < p.rows;
+    const int64_t rr = live ? row : 0;
+    st.issue(slot, static_cast<const T*>(p.x) + rr * p.x_stride,
+             static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
+  };
+  if constexpr (kStaged) {
+    for (int i = 0; i + 1 < stages; ++i) issue(blockIdx.x + int64_t(i) * gridDim.x, i);
+  }
+  int slot = 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
-    const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
-    const T* go = static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride;
-    Vec<T, V> xv[NV], gv[NV];
-    // every load of the row is issued before any arithmetic: the kernel alone at 16384x4096 on an H100 went
-    // from 66% to 79% of the copy bandwidth (bf16) and from 79% to 95% (fp32) against loading and reducing
-    // vector by vector
+    Vec<T, V> xr[kStaged ? 1 : NV], gr[kStaged ? 1 : NV];  // the row, when not staged
+    if constexpr (kStaged) {
+      // the copies of the row stages - 1 groups ahead go out before this one is waited for
+      issue(g + int64_t(stages - 1) * gridDim.x, slot > 0 ? slot - 1 : stages - 1);
+      st.wait();
+    } else {
+      // every load of the row is issued before any arithmetic (fp32 16384x4096 on an H100: 79% -> 95% of the
+      // copy bandwidth against loading and reducing vector by vector)
+      const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
+      const T* go = static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-        xv[k] = load_vec<T, V>(x + j * V);
-        gv[k] = load_vec<T, V>(go + j * V);
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) {
+          xr[k] = load_vec<T, V>(x + j * V);
+          gr[k] = load_vec<T, V>(go + j * V);
+        }
       }
     }
+    auto xv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 0); else return xr[k]; };
+    auto gv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 1); else return gr[k]; };
     A s[2] = {A(0), A(0)};
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        if (w) {
-          const Vec<T, V> b = load_vec<T, V>(w + j * V);
+        const Vec<T, V> a = xv(k), gg = gv(k);
+        Vec<T, V> b;
+        if (w) b = load_vec<T, V>(w + j * V);
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            const A xf = to_acc(xv[k].v[e]);
-            s[0] += xf * xf;
-            s[1] += to_acc(gv[k].v[e]) * to_acc(b.v[e]) * xf;
-          }
-        } else {
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            const A xf = to_acc(xv[k].v[e]);
-            s[0] += xf * xf;
-            s[1] += to_acc(gv[k].v[e]) * xf;
-          }
+        for (int e = 0; e < V; ++e) {
+          const A xf = to_acc(a.v[e]);
+          s[0] += xf * xf;
+          s[1] += (w ? to_acc(gg.v[e]) * to_acc(b.v[e]) : to_acc(gg.v[e])) * xf;
         }
       }
     }
@@ -92,34 +113,25 @@ __global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr) 
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        A gw[V];
-        if (w) {
-          const Vec<T, V> b = load_vec<T, V>(w + j * V);
-#pragma unroll
-          for (int e = 0; e < V; ++e) gw[e] = to_acc(gv[k].v[e]) * to_acc(b.v[e]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < V; ++e) gw[e] = to_acc(gv[k].v[e]);
-        }
-        A d[V];
-#pragma unroll
-        for (int e = 0; e < V; ++e) d[e] = gw[e] * rstd - to_acc(xv[k].v[e]) * c;
-        if (ga) {
-          const Vec<T, V> a = load_vec<T, V>(ga + j * V);
-#pragma unroll
-          for (int e = 0; e < V; ++e) d[e] += to_acc(a.v[e]);
-        }
+        const Vec<T, V> a = xv(k), gg = gv(k);
+        Vec<T, V> b, ad;
+        if (w) b = load_vec<T, V>(w + j * V);
+        if (ga) ad = load_vec<T, V>(ga + j * V);
         Vec<T, V> o;
 #pragma unroll
-        for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(d[e]);
-        store_vec<T, V>(dx + j * V, o);
-        if (want_dw) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) dw[k][e] += to_acc(gv[k].v[e]) * (to_acc(xv[k].v[e]) * rstd);
+        for (int e = 0; e < V; ++e) {
+          const A gf = to_acc(gg.v[e]), xf = to_acc(a.v[e]);
+          A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
+          if (ga) d += to_acc(ad.v[e]);
+          o.v[e] = from_acc<T>(d);
+          if (want_dw) dw[k][e] += gf * (xf * rstd);
         }
+        store_vec<T, V>(dx + j * V, o);
       }
     }
+    if constexpr (kStaged) slot = slot + 1 < stages ? slot + 1 : 0;
   }
+  if constexpr (kStaged) norm::copy_wait(0);  // the groups queued past the last row are empty: nothing in flight
   if (!want_dw) return;  // block-uniform
   A* ws = static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols;
   write_partial<NV, V>(dw, ws, rms_bwd_merge, p.cols, nvec, tpr, rpb, lane, sub);
@@ -186,7 +198,7 @@ bool bwd_vec_ok(const RmsNormBackward& p) {
          (p.grad_add == nullptr || (aligned(p.grad_add, 16) && p.grad_add_stride % V == 0));
 }
 
-using BwdRegsKernel = void (*)(RmsNormBackward, int);
+using BwdRegsKernel = void (*)(RmsNormBackward, int, int);
 
 template <typename T>
 BwdRegsKernel bwd_regs_kernel(int nv) {
@@ -204,6 +216,7 @@ BwdRegsKernel bwd_regs_kernel(int nv) {
 struct BwdPlan {
   RowPlan rp;        // rp.regs: register path
   bool vec = false;  // long-row path: 16-byte vectors
+  int stages = 0;    // register path: row slots of the staging (norm::RowStager)
   int block = 0;
   size_t smem = 0;
   int64_t grid = 0;  // = rows of workspace partials
@@ -216,15 +229,25 @@ BwdPlan bwd_plan(const RmsNormBackward& p) {
   BwdPlan b;
   b.vec = bwd_vec_ok<T>(p);
   const int64_t sms = norm::sm_count();
-  if (!std::is_same_v<T, double> && b.vec) b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 ? 2 : 4);
+  if (!std::is_same_v<T, double> && b.vec) {
+    b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 ? 2 : 4);
+  }
   if (b.rp.regs) {
     const int rpb = b.rp.block / b.rp.tpr;
     b.block = b.rp.block;
-    b.smem = rpb > 1 && p.grad_weight ? size_t(p.cols) * sizeof(float) : 0;
+    const size_t merge = rpb > 1 && p.grad_weight ? size_t(p.cols) * sizeof(float) : 0;
+    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);
+    b.smem = merge;
+    if (norm::kStageRows<T>) {
+      b.stages = norm::bwd_stages(kernel, b.rp.nv, b.block, merge, &b.smem);
+      b.rp.regs = b.stages > 0;  // not even one row slot fits shared memory: the long-row path
+    }
     const int64_t groups = (p.rows + rpb - 1) / rpb;
-    const int64_t cap = sms * norm::blocks_per_sm(bwd_regs_kernel<T>(b.rp.nv), b.block, b.smem);
+    const int64_t cap = sms * norm::blocks_per_sm(kernel, b.block, b.smem);
     b.grid = groups < cap ? groups : cap;
-  } else {
+  }
+  if (!b.rp.regs) {
+    b.smem = 0;
     b.block = norm::general_block(b.vec ? p.cols / V : p.cols);
     const int occ = b.vec ? norm::blocks_per_sm(rms_bwd_general<T, V>, b.block, 0)
                           : norm::blocks_per_sm(rms_bwd_general<T, 1>, b.block, 0);
@@ -242,7 +265,7 @@ cudaError_t bwd_launch(const RmsNormBackward& p, cudaStream_t stream) {
   if (p.grad_weight && p.workspace == nullptr) return cudaErrorInvalidValue;
   if (b.rp.regs) {
     const auto kernel = bwd_regs_kernel<T>(b.rp.nv);  // a named kernel: hipify cannot rewrite f(x)<<<...>>>
-    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr);
+    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr, b.stages);
   } else if (b.vec) {
     rms_bwd_general<T, V><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
   } else {
