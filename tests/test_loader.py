@@ -296,6 +296,31 @@ def test_concurrent_cold_imports_build_once(cold_cache):
     print(f"cold concurrent build: {builder['build_seconds']:.1f} s build, {cold_cache['wall_s']:.1f} s wall")
 
 
+# Mangled-name prefixes of symbols that only the C++ runtime itself defines (std::locale, std::ios_base::Init,
+# the UTF-8 codecvt facets): a library that exports them carries its own copy of libstdc++, whose iostream
+# and locale code then mixes with torch's copy (a crash whenever an error message formats an integer).
+CXX_RUNTIME_PREFIXES = ("_ZNSt6locale", "_ZNKSt6locale", "_ZNSt8ios_base4Init", "_ZNKSt19__codecvt_utf8_base")
+
+
+def _exported_cxx_runtime(path: str) -> list[str]:
+    nm = shutil.which("nm")
+    if nm is None or not sys.platform.startswith("linux"):
+        pytest.skip("needs nm (binutils) on Linux")
+    out = subprocess.run([nm, "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    names = [line.split()[-1] for line in out.splitlines() if line.split()]
+    return [n for n in names if n.startswith(CXX_RUNTIME_PREFIXES)]
+
+
+@pytest.mark.slow
+def test_libraries_export_no_cxx_runtime(cold_cache, installed_pkg):
+    """Neither the JIT build nor the prebuilt _C exports libstdc++'s own symbols, whatever the compiler
+    links statically (the linker keeps archive members private: _build_config.ld_flags)."""
+    paths = [cold_cache["runs"][0][0]["path"]] + glob.glob(os.path.join(installed_pkg, "_C*.so"))
+    for path in paths:
+        leaked = _exported_cxx_runtime(path)
+        assert leaked == [], f"{path} exports {len(leaked)} C++ runtime symbols, e.g. {leaked[:3]}"
+
+
 @pytest.mark.slow
 def test_forced_jit_correct(cold_cache, installed_pkg):
     """YIRAGE_EXT_FORCE_JIT=1 with the installed package: JIT from its packaged sources, right values."""

@@ -168,9 +168,23 @@ def cuda_include_dirs(with_cuda: bool) -> list[str]:
 
 
 def ld_flags(with_cuda: bool = False) -> list[str]:
-    """Linker flags: for a CUDA build, cuBLAS and cuBLASLt (the CUDA glue calls them directly). From the
-    toolkit when it has them, else torch's own nvidia wheel libraries (which torch has loaded already when
-    the library is imported)."""
+    """Linker flags.
+
+    On Linux, `--exclude-libs,ALL` keeps whatever comes from static archives private to the library. A
+    compiler that links its C++ runtime statically (seen: a GCC 13 installation whose library directory
+    held libstdc++.a and no libstdc++.so) would otherwise export thousands of libstdc++ symbols from our
+    library, and its copy of the iostream and locale code mixed with the copy torch uses: every error
+    message that formats an integer (a shape, say) crashed the process instead of raising. With the usual
+    shared libstdc++ the flag changes nothing.
+
+    For a CUDA build, also cuBLAS and cuBLASLt (the CUDA glue calls them directly): from the toolkit when it
+    has them, else torch's own nvidia wheel libraries (which torch has loaded already when the library is
+    imported)."""
+    base = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
+    return base + _cublas_ld_flags(with_cuda)
+
+
+def _cublas_ld_flags(with_cuda: bool) -> list[str]:
     if not with_cuda:
         return []
     import torch
