@@ -136,7 +136,9 @@ OPS_TABLE = {
                 ("2x17x65x9 unaligned", _mm((2, 17, 65), (65, 9)), True)]),
     "linear": (("linear", "linear_forward", "linear_backward"), lambda x, w, b: OPS.linear(x, w, b, "gelu"),
                lambda x, w, b: linear_ref(x, w, b, "gelu"), "k",
-               [("5x33->7", _lin((5, 33), 7), False), ("3x65->9 unaligned", _lin((3, 65), 9), True)]),
+               [("5x33->7", _lin((5, 33), 7), False), ("3x65->9 unaligned", _lin((3, 65), 9), True),
+                # the skinny kernel (fp16/bf16, K a multiple of 8, M <= 16): partial column blocks and k steps
+                ("5x136->50", _lin((5, 136), 50), False), ("16x264->33", _lin((16, 264), 33), False)]),
     "attention": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, False, None),
                   lambda q, k, v: attention_ref(q, k, v, False), None, _ATTN_SMALL),
     "attention_causal": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),

@@ -87,6 +87,12 @@ def _lin(dtype, device, seed):
     return [inp.x, inp.weight, inp.bias]
 
 
+def _lin_decode(dtype, device, seed):
+    # few rows: the skinny kernel on CUDA for bf16 (bias and GELU in its epilogue)
+    inp = fx.linear_inputs((4, 264), 50, dtype, device=device, seed=seed)
+    return [inp.x, inp.weight, inp.bias]
+
+
 def _attn(shape):
     def make(dtype, device, seed):
         inp = fx.attention_inputs(*shape, dtype=dtype, device=device, seed=seed)
@@ -122,6 +128,8 @@ CASES = [
     Case("matmul", ("matmul",), _mm, lambda a, b: OPS.matmul(a, b), matmul_ref, gemm_k=129),
     Case("linear", ("linear", "linear_forward", "linear_backward"), _lin,
          lambda x, w, b: OPS.linear(x, w, b, "gelu"), lambda x, w, b: linear_ref(x, w, b, "gelu"), gemm_k=129),
+    Case("linear_decode", ("linear", "linear_forward", "linear_backward"), _lin_decode,
+         lambda x, w, b: OPS.linear(x, w, b, "gelu"), lambda x, w, b: linear_ref(x, w, b, "gelu"), gemm_k=264),
     # bfloat16: the tensor-core kernels (D = 128); float32: the portable path. GQA, causal with Sq < Sk.
     Case("attention", _ATTN, _attn((2, 8, 2, 77, 130, 128)),
          lambda q, k, v: OPS.attention(q, k, v, True, None), lambda q, k, v: attention_ref(q, k, v, True)),

@@ -9,7 +9,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import linear_inputs
 from yirage_ext.testing.reference import ACTIVATIONS, activation_ref, assert_close, assert_gemm_close, linear_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, run_python, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -48,6 +48,50 @@ def test_decode_shapes(device, dtype, act):
         inp = linear_inputs((m, 2048), 1536, dtype, seed=m)
         assert_gemm_close(OPS.linear(inp.x, inp.weight, inp.bias, act),
                           linear_ref(inp.x, inp.weight, inp.bias, act), 2048, dtype)
+
+
+# Few rows: on CUDA (fp16/bf16, K a multiple of 8, sm_80+) one kernel with the bias and activation in its
+# epilogue, up to 16 rows (17: cuBLASLt again); N = 1, 15 and 50 leave partial blocks of 16 columns; K = 8 is less
+# than one step of 32, 4104 ends in a partial step.
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+def test_skinny_shapes(device, dtype, act):
+    for m, k, n in [(1, 8, 1), (7, 40, 15), (9, 136, 50), (16, 4104, 50), (17, 264, 33)]:
+        inp = linear_inputs((m, k), n, dtype, seed=m * n + k)
+        for bias in (inp.bias, None):
+            what = f"M={m} K={k} N={n} bias={bias is not None}"
+            want = linear_ref(inp.x, inp.weight, bias, act)
+            assert_gemm_close(OPS.linear(inp.x, inp.weight, bias, act), want, k, dtype, what)
+            out, pre = OPS.linear_forward(inp.x, inp.weight, bias, act)
+            assert_gemm_close(out, want, k, dtype, what)
+            if act in ("gelu", "gelu_tanh", "silu"):
+                assert_gemm_close(pre, linear_ref(inp.x, inp.weight, bias, "none"), k, dtype, what + " pre")
+        # rows of x and weight further apart than K (slices of wider tensors): read in place
+        wide_x = torch.randn(m, k + 24, dtype=dtype, device=device)
+        wide_w = torch.randn(n, k + 8, dtype=dtype, device=device) / k ** 0.5
+        x, w = wide_x[:, 8:8 + k], wide_w[:, :k]
+        assert_gemm_close(OPS.linear(x, w, inp.bias, act), linear_ref(x, w, inp.bias, act), k, dtype, "strided")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_skinny_rows_setting(monkeypatch):
+    # YIRAGE_LINEAR_SKINNY_MAX_ROWS=0 sends few-row products to cuBLASLt (same results); a bad value is a clear error
+    code = """
+import torch, yirage_ext
+from yirage_ext.testing.inputs import linear_inputs
+from yirage_ext.testing.reference import assert_gemm_close, linear_ref
+inp = linear_inputs((3, 264), 50, torch.bfloat16, device="cuda", seed=3)
+y = torch.ops.yirage.linear(inp.x, inp.weight, inp.bias, "gelu")
+assert_gemm_close(y, linear_ref(inp.x, inp.weight, inp.bias, "gelu"), 264, torch.bfloat16)
+print("ok")
+"""
+    monkeypatch.setenv("YIRAGE_LINEAR_SKINNY_MAX_ROWS", "0")
+    r = run_python(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    monkeypatch.setenv("YIRAGE_LINEAR_SKINNY_MAX_ROWS", "four")
+    r = run_python(code)
+    assert r.returncode != 0 and "YIRAGE_LINEAR_SKINNY_MAX_ROWS must be an integer >= 0, got 'four'" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)

@@ -1,6 +1,8 @@
 // CUDA glue for linear, linear_forward and linear_backward.
 //
-// Forward: out (M, N) = act(x (M, K) @ weight^T + bias), one cuBLASLt matmul with the bias and the activation in
+// Forward: out (M, N) = act(x (M, K) @ weight^T + bias). A few rows (M <= 16, fp16/bf16, aligned operands, sm_80
+// or newer): one skinny GEMM kernel with the bias and every activation in its epilogue
+// (kernels/cuda/linear_epilogue.h). Otherwise one cuBLASLt matmul with the bias and the activation in
 // its epilogue where cuBLASLt has them (none; gelu_tanh: cuBLASLt's GELU is the tanh approximation, and
 // GELU_AUX also writes z for linear_forward when N is a multiple of 8). gelu (erf) and silu: the BIAS epilogue
 // writes z (into pre for linear_forward, else into out) and one element-wise pass (also relu, whose cuBLASLt
@@ -19,6 +21,8 @@
 #include <cublasLt.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <tuple>
 #include <vector>
 
@@ -152,6 +156,43 @@ bool linear_cuda_lt(const char* opname, const at::Tensor& x2, const at::Tensor& 
 
 #undef YIRAGE_LT_TRY
 
+// The most rows of x the skinny kernel takes: kLinearSkinnyMaxRows, or less when the environment variable
+// YIRAGE_LINEAR_SKINNY_MAX_ROWS (read once) says so; 0 sends every product to cuBLASLt.
+int64_t linear_cuda_skinny_max_rows() {
+  static const int64_t rows = [] {
+    const char* env = std::getenv("YIRAGE_LINEAR_SKINNY_MAX_ROWS");
+    if (env == nullptr || *env == '\0') return kcu::kLinearSkinnyMaxRows;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    TORCH_CHECK(end != env && *end == '\0' && v >= 0, "yirage: YIRAGE_LINEAR_SKINNY_MAX_ROWS must be an integer >= 0, got '",
+                env, "'");
+    return std::min<int64_t>(v, kcu::kLinearSkinnyMaxRows);
+  }();
+  return rows;
+}
+
+// out (and pre, when set) from the skinny kernel; false when it does not take these operands or this GPU.
+bool linear_cuda_skinny(const char* op, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& bias,
+                        Activation act, void* out, void* pre) {
+  if (x2.size(0) > linear_cuda_skinny_max_rows()) return false;
+  kcu::LinearSkinny p;
+  p.x = x2.const_data_ptr();
+  p.ldx = x2.stride(0);
+  p.w = w.const_data_ptr();
+  p.ldw = w.stride(0);
+  p.bias = bias.defined() ? bias.const_data_ptr() : nullptr;
+  p.out = out;
+  p.pre = pre;
+  p.m = x2.size(0);
+  p.n = w.size(0);
+  p.k = x2.size(1);
+  p.act = act;
+  p.dtype = cuda_kernel_dtype(op, x2.scalar_type());
+  if (!kcu::linear_skinny_ok(p) || at::cuda::getCurrentDeviceProperties()->major < 8) return false;
+  check_launch(op, kcu::linear_skinny(p, current_stream()));
+  return true;
+}
+
 void linear_cuda_epilogue(const char* op, const at::Tensor& z, const at::Tensor& bias, void* pre, void* out,
                           Activation act) {
   kcu::LinearEpilogue p;
@@ -191,6 +232,7 @@ std::tuple<at::Tensor, at::Tensor> linear_cuda_impl(const char* op, const at::Te
   if (x2.stride(1) != 1 || (m > 1 && x2.stride(0) < kdim)) x2 = x2.contiguous();
   at::Tensor w = weight;
   if (w.stride(1) != 1 || (n > 1 && w.stride(0) < kdim)) w = w.contiguous();
+  if (linear_cuda_skinny(op, x2, w, b, act, out.data_ptr(), want_pre ? pre.data_ptr() : nullptr)) return {out, pre};
   // relu is not left to cuBLASLt: its RELU epilogue maps NaN to 0, torch.relu keeps NaN
   const bool lt_act = act == Activation::none || act == Activation::gelu_tanh;
   if (lt_act && !want_pre) {  // everything in the GEMM's epilogue

@@ -1,6 +1,7 @@
-// Element-wise parts of linear on CUDA (torch-free; kernels in linear_epilogue.cu): the forward epilogue
-// (bias and activation) where the GEMM's own epilogue does not provide it, and the backward's
-// dz = grad_out * act'(saved) with per-block column partial sums for the bias gradient.
+// Parts of linear on CUDA that are not cuBLAS (torch-free; kernels in linear_epilogue.cu and linear_skinny.cu):
+// the forward epilogue (bias and activation) where the GEMM's own epilogue does not provide it, the backward's
+// dz = grad_out * act'(saved) with per-block column partial sums for the bias gradient, and the skinny GEMM
+// (a few rows of x: decode) with bias and activation fused into its epilogue.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,5 +45,31 @@ struct LinearActGrad {
 
 int64_t linear_act_grad_splits(int64_t rows, int64_t cols);
 cudaError_t linear_act_grad(const LinearActGrad& p, cudaStream_t stream);
+
+// out (M, N) = act(x (M, K) @ w (N, K)^T + bias) in one kernel for M <= kLinearSkinnyMaxRows (fp16 / bf16, tensor
+// cores of the sm_80 class, fp32 accumulation): blocks of 16 output columns, each block's 16 warps splitting K and
+// reading the weight rows once with 16-byte loads; bias and activation applied to the fp32 sums before the one
+// rounding; pre (when set) receives z + bias rounded. Preconditions (linear_skinny_ok): x, w 16-byte aligned with
+// rows ldx / ldw elements apart (multiples of 8) and contiguous last dims, K a multiple of 8, out and pre
+// contiguous rows of N, bias contiguous. cudaErrorNotSupported on ROCm (the caller keeps the BLAS path there).
+constexpr int64_t kLinearSkinnyMaxRows = 16;
+
+struct LinearSkinny {
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  void* pre = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+  Activation act = Activation::none;
+  DType dtype = DType::bf16;
+};
+
+// Whether linear_skinny takes these operands (dtype, row count, alignment; not the GPU's architecture: the
+// caller checks for sm_80 or newer).
+bool linear_skinny_ok(const LinearSkinny& p);
+cudaError_t linear_skinny(const LinearSkinny& p, cudaStream_t stream);
 
 }  // namespace yirage::kernels::cuda
