@@ -207,7 +207,8 @@ def test_every_op_yirage_and_torch_forward_and_backward():
     assert [r for r in rows if r.status != "ok"] == []
     assert all(r.max_ulp is not None for r in rows if r.dtype == "bfloat16")
     assert all((r.tflops == r.tflops) == (r.op in ("matmul", "linear", "attention")) for r in rows)
-    assert all(r.roofline == ("gemm" if r.op in ("matmul", "linear", "attention") else "copy") for r in rows)
+    # matmul and linear at these few rows (<= 64) are rated by bandwidth, like every memory-bound op
+    assert all(r.roofline == ("gemm" if r.op == "attention" else "copy") for r in rows)
     rows = api.run(device="cpu", dtypes=["float32"], providers=["yirage", "torch"], shapes=shapes, backward=True, **FAST)
     assert [r for r in rows if r.status != "ok"] == [] and {r.mode for r in rows} == {"fwd+bwd"}
 
@@ -249,6 +250,15 @@ def test_run_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError) as e:
         api.run(**kwargs)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("op,few,many", [("linear", "64x40x24", "65x40x24"), ("matmul", "2x32x40x24", "2x33x40x24")])
+def test_gemm_decode_rows_rated_by_bandwidth(op, few, many):
+    # at most 64 rows of the left operand: GB/s against the copy bandwidth (the FLOP/s stay in the CSV)
+    rows = api.run(ops=[op], device="cpu", dtypes=["float32"], providers=["torch"], shapes=[few, many], **FAST)
+    assert [r for r in rows if r.status != "ok"] == [] and [r.shape for r in rows] == [few, many]
+    assert rows[0].roofline == "copy" and rows[0].gbps > 0 and rows[0].tflops > 0
+    assert rows[1].roofline == "gemm" and rows[1].tflops > 0
 
 
 # ---- attention: -full / -causal shapes, decode rows rated by bandwidth, the blockwise reference ----

@@ -23,7 +23,7 @@ def bench(*args, code=None):
 def test_cli_table_csv_and_plot(tmp_path):
     out_csv, out_png, out_md = tmp_path / "r.csv", tmp_path / "r.png", tmp_path / "r.md"
     args = ["--ops", "rms_norm", "matmul", "--device", "cpu", "--dtype", "float32", "bfloat16",
-            "--providers", "yirage", "torch", "flash", "--shapes", "rms_norm:8x96", "matmul:16x32x8",
+            "--providers", "yirage", "torch", "flash", "--shapes", "rms_norm:8x96", "matmul:96x32x8",
             "--csv", str(out_csv), "--markdown", str(out_md), "--progress", "always", *TINY]
     if HAS_MPL:
         args += ["--plot", str(out_png)]

@@ -195,6 +195,12 @@ def _mm_bytes(args, backward):
     return (_size(a) + _size(b) + out * a.element_size()) * (3 if backward else 1)
 
 
+def _gemm_memory_bound(args):
+    """Products of at most 64 rows of the left operand (decoding: a few tokens through a layer; about M FLOPs per
+    byte of the weight) are rated by bandwidth: their time is the read of the weight."""
+    return args[0].numel() // max(args[0].shape[-1], 1) <= 64
+
+
 def _linear_bytes(args, backward):
     x, w, b = args[:3]
     out = x.numel() // x.shape[-1] * w.shape[0]
@@ -301,10 +307,12 @@ OPS = {spec.name: spec for spec in [
            _rope_eager, (0, 1), _rope_bytes, validate=_even_head,
            note="neox pairs, full rotary, cos/sin (S, D/2); torch = x * cos + rotate_half(x) * sin"),
     OpSpec("matmul", "MxKxN or BxMxKxN", (3, 4), ("256x512x512",), _mm_make, R.matmul_ref,
-           torch.matmul, (0, 1), _mm_bytes, flops=_mm_flops, tolerance=_gemm_tol, note="torch = torch.matmul"),
+           torch.matmul, (0, 1), _mm_bytes, flops=_mm_flops, tolerance=_gemm_tol, memory_bound=_gemm_memory_bound,
+           note="torch = torch.matmul; at most 64 rows of a (batches included) rated in GB/s"),
     OpSpec("linear", "MxKxN", (3,), ("256x512x512",), _linear_make, R.linear_ref, _linear_eager, (0, 1, 2),
-           _linear_bytes, flops=_linear_flops, tolerance=_gemm_tol,
-           note="x (M, K), weight (N, K), bias, GELU epilogue; torch = F.gelu(F.linear(x, weight, bias))"),
+           _linear_bytes, flops=_linear_flops, tolerance=_gemm_tol, memory_bound=_gemm_memory_bound,
+           note="x (M, K), weight (N, K), bias, GELU epilogue; torch = F.gelu(F.linear(x, weight, bias)); "
+                "M <= 64 (decoding) rated in GB/s"),
     OpSpec("attention", "BxHxSxD or BxHqxHkxSqxSkxD", (4, 6), ("1x8x2x512x512x64",), _attn_make,
            _attn_reference, _attn_eager, (0, 1, 2), _attn_bytes, flops=_attn_flops, validate=_gqa,
            variants=("causal", "full"), memory_bound=_attn_memory_bound,
