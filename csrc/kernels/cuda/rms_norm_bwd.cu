@@ -203,65 +203,21 @@ BwdRegsKernel bwd_regs_kernel(int nv) {
   }
 }
 
-struct BwdPlan {
-  RowPlan rp;        // rp.regs: register path
-  bool vec = false;  // long-row path: 16-byte vectors
-  int stages = 0;    // register path: row slots of the staging (norm::RowStager)
-  int block = 0;
-  size_t smem = 0;
-  int64_t grid = 0;  // = rows of workspace partials
-};
-
 // The same plan for the workspace query and the launch (same device, same parameters).
 template <typename T>
-BwdPlan bwd_plan(const RmsNormBackward& p) {
-  constexpr int V = kVec<T>;
-  BwdPlan b;
-  b.vec = bwd_vec_ok<T>(p);
-  const int64_t sms = norm::sm_count();
-  if (!std::is_same_v<T, double> && b.vec) {
-    b.rp = norm::plan_rows(p.cols / V, 4, sizeof(T) == 2 ? 2 : 4);
-  }
-  if (b.rp.regs) {
-    const int rpb = b.rp.block / b.rp.tpr;
-    b.block = b.rp.block;
-    const size_t merge = rpb > 1 && p.grad_weight ? size_t(p.cols) * sizeof(float) : 0;
-    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);
-    b.smem = merge;
-    if (norm::kStageRows<T>) {
-      b.stages = norm::bwd_stages(kernel, b.rp.nv, b.block, merge, &b.smem);
-      b.rp.regs = b.stages > 0;  // not even one row slot fits shared memory: the long-row path
-    }
-    const int64_t groups = (p.rows + rpb - 1) / rpb;
-    const int64_t cap = sms * norm::blocks_per_sm(kernel, b.block, b.smem);
-    b.grid = groups < cap ? groups : cap;
-  }
-  if (!b.rp.regs) {
-    b.smem = 0;
-    b.block = norm::general_block(b.vec ? p.cols / V : p.cols);
-    const int occ = b.vec ? norm::blocks_per_sm(rms_bwd_general<T, V>, b.block, 0)
-                          : norm::blocks_per_sm(rms_bwd_general<T, 1>, b.block, 0);
-    const int64_t cap = sms * occ;
-    b.grid = p.rows < cap ? p.rows : cap;
-  }
-  return b;
+norm::BwdPlan bwd_plan(const RmsNormBackward& p) {
+  return norm::plan_bwd<T>(p.rows, p.cols, bwd_vec_ok<T>(p), p.grad_weight != nullptr, sizeof(T) == 2 ? 2 : 4,
+                           bwd_regs_kernel<T>, [](int) { return norm::kStageRows<T>; }, YIRAGE_NORM_BWD_STAGES,
+                           rms_bwd_general<T, kVec<T>>, rms_bwd_general<T, 1>);
 }
 
 template <typename T>
 cudaError_t bwd_launch(const RmsNormBackward& p, cudaStream_t stream) {
   using A = acc_t<T>;
-  constexpr int V = kVec<T>;
-  const BwdPlan b = bwd_plan<T>(p);
+  const norm::BwdPlan b = bwd_plan<T>(p);
   if (p.grad_weight && p.workspace == nullptr) return cudaErrorInvalidValue;
-  if (b.rp.regs) {
-    const auto kernel = bwd_regs_kernel<T>(b.rp.nv);  // a named kernel: hipify cannot rewrite f(x)<<<...>>>
-    kernel<<<dim3(unsigned(b.grid)), b.block, b.smem, stream>>>(p, b.rp.tpr, b.stages);
-  } else if (b.vec) {
-    rms_bwd_general<T, V><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
-  } else {
-    rms_bwd_general<T, 1><<<dim3(unsigned(b.grid)), b.block, 0, stream>>>(p);
-  }
-  cudaError_t e = launch_status();
+  cudaError_t e =
+      norm::launch_bwd(b, p, bwd_regs_kernel<T>, rms_bwd_general<T, kVec<T>>, rms_bwd_general<T, 1>, stream);
   if (e != cudaSuccess || !p.grad_weight) return e;
   return norm::colsum<T, A>(static_cast<const A*>(p.workspace), b.grid, p.cols, static_cast<T*>(p.grad_weight),
                             stream);
