@@ -2,7 +2,10 @@
 // by the argument checks, which turn the schema's `str activation` into this enum).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
+
+#include "dtype.h"
 
 namespace yirage::kernels {
 
@@ -44,6 +47,32 @@ inline bool parse_activation(const char* name, Activation* out) {
 inline bool activation_needs_pre(Activation a) {
   return a == Activation::gelu || a == Activation::gelu_tanh || a == Activation::silu;
 }
+
+// The parameters of the elementwise and gated activation kernels, the same for every backend
+// (kernels/cpu/activation.h, kernels/cuda/activation.h). silu, gelu and gelu_tanh here (none and relu are the
+// GEMM epilogue's).
+struct ActivationForward {
+  const void* x = nullptr;
+  int64_t x_stride = 0;  // elements between rows of x (the last dim is contiguous)
+  void* out = nullptr;   // rows x cols, contiguous
+  int64_t rows = 0;
+  int64_t cols = 0;      // output row length: d (half of x's row) when gated, else x's row length
+  Activation act = Activation::silu;
+  bool gated = false;    // out = act(x[:, :cols]) * x[:, cols:2*cols]; else out = act(x)
+  DType dtype = DType::f32;
+};
+
+struct ActivationBackward {
+  const void* grad_out = nullptr;  // rows x cols, rows `grad_out_stride` apart
+  int64_t grad_out_stride = 0;
+  const void* x = nullptr;         // rows x cols, or rows x 2*cols when gated
+  int64_t x_stride = 0;
+  void* grad_x = nullptr;          // contiguous, x's row length: [g*b*act'(a), g*act(a)] when gated, else g*act'(x)
+  int64_t rows = 0, cols = 0;
+  Activation act = Activation::silu;
+  bool gated = false;
+  DType dtype = DType::f32;
+};
 
 // The fits of the fp32 normal CDF Phi (the CPU kernels' gelu and CUDA's fp32 gelu; the CPU's
 // activation_math_impl.h gives their accuracy): Phi(x) = 1/2 + x P(x^2) for |x| < kSplit, and on the tails

@@ -30,30 +30,10 @@
 
 namespace yirage::kernels::cpu {
 
-using kernels::Activation;  // silu, gelu and gelu_tanh here (none and relu are the GEMM epilogue's)
-
-struct ActivationForward {
-  const void* x = nullptr;
-  int64_t x_stride = 0;  // elements between rows of x (last dim contiguous)
-  void* out = nullptr;   // rows x cols, contiguous
-  int64_t rows = 0;
-  int64_t cols = 0;      // output row length: d (half of x's row) when gated, else x's row length
-  Activation act = Activation::silu;
-  bool gated = false;    // out = act(x[:, :cols]) * x[:, cols:2*cols]; else out = act(x)
-  DType dtype = DType::f32;
-};
-
-struct ActivationBackward {
-  const void* grad_out = nullptr;  // rows x cols
-  int64_t grad_out_stride = 0;
-  const void* x = nullptr;         // rows x cols, or rows x 2*cols when gated
-  int64_t x_stride = 0;
-  void* grad_x = nullptr;          // contiguous, x's row length: [g*b*act'(a), g*act(a)] when gated, else g*act'(x)
-  int64_t rows = 0, cols = 0;
-  Activation act = Activation::silu;
-  bool gated = false;
-  DType dtype = DType::f32;
-};
+// kernels/activation.h: the activation (silu, gelu, gelu_tanh here) and the kernels' parameters
+using kernels::Activation;
+using kernels::ActivationBackward;
+using kernels::ActivationForward;
 
 // Element ranges are flat indices into the rows x cols output (grad_out for the backward): 0 <= begin <= end
 // <= rows * cols.
