@@ -122,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
+    # hipcc leaves an empty directory per compile in $TMPDIR: keep them under `work`, which is removed
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tmp
     try:
         start = time.monotonic()
         mapping = hipify(os.path.abspath(args.csrc), work)
