@@ -9,6 +9,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import linear_inputs
 from yirage_ext.testing.reference import ACTIVATIONS, activation_ref, assert_close, assert_gemm_close, linear_ref
 
+from conftest import HAS_CUDA
 from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, run_python, unaligned
 
 OPS = torch.ops.yirage
@@ -74,7 +75,7 @@ def test_skinny_shapes(device, dtype, act):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU and yirage's CUDA kernels")
 def test_skinny_rows_setting(monkeypatch):
     # YIRAGE_LINEAR_SKINNY_MAX_ROWS=0 sends few-row products to cuBLASLt (same results); a bad value is a clear error
     code = """
