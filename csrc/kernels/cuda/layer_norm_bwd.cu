@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "layer_norm.h"
+#include "norm_bwd_plan.cuh"
 #include "norm_common.cuh"
 
 namespace yirage::kernels::cuda {

@@ -13,6 +13,7 @@
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
 
+#include "norm_bwd_plan.cuh"
 #include "norm_common.cuh"
 #include "rms_norm.h"
 
