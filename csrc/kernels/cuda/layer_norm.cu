@@ -28,8 +28,12 @@ using norm::group_sum;
 using norm::RowPlan;
 
 // ---------------------------------------------------------------- forward, register path
+// At most 64 registers for NV <= 4 (two 512-thread blocks, or four of 256, per SM): left free, ptxas gave the bf16
+// NV=4 kernel 76 to 92 registers depending on small changes elsewhere, and the occupancy that left ran it at 73-90%
+// of the copy bandwidth on an H100 (16384x4096, 4096x8192, kernel alone); capped, 93-96% (16 bytes of spills).
+// NV=8 keeps its registers (capped, it spills 80-184 bytes and fp32 16384-column rows ran slower).
 template <typename T, int NV>
-__global__ void __launch_bounds__(512) ln_fwd_regs(LayerNormForward p, int tpr) {
+__global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormForward p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
   __shared__ A smem[512 / kWarpSize * 2];
