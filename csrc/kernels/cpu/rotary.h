@@ -21,34 +21,13 @@
 
 #include <cstdint>
 
+#include "../rotary.h"
 #include "types.h"
 
 namespace yirage::kernels::cpu {
 
-// One of q, k: forward, the input; backward, the gradient of its output (`saved` the forward input).
-struct RotaryInput {
-  const void* x = nullptr;  // null: absent (backward: no gradient for this output), nothing is read or written
-  int64_t heads = 0;
-  int64_t stride_b = 0, stride_s = 0, stride_h = 0;  // elements between batches, tokens, heads of x
-  const void* saved = nullptr;  // backward with cos/sin gradients: the forward input, same sizes as x
-  int64_t saved_stride_b = 0, saved_stride_s = 0, saved_stride_h = 0;
-  void* out = nullptr;  // (batch, seq, heads, head_dim) contiguous: the rotated rows or the input gradient
-};
-
-struct RotaryParams {
-  RotaryInput q, k;
-  const void* cos = nullptr;  // (batch, seq, half) with the strides below (0 where broadcast), last dim contiguous
-  const void* sin = nullptr;
-  int64_t cos_stride_b = 0, cos_stride_s = 0, sin_stride_b = 0, sin_stride_s = 0;
-  int64_t batch = 0, seq = 0, head_dim = 0, half = 0;  // 2 * half <= head_dim
-  bool interleaved = false;
-  DType dtype = DType::f32;      // q, k and the outputs
-  DType cos_dtype = DType::f32;  // cos and sin: dtype, or f32 with f16/bf16 inputs
-  // backward only: null, or (batch * seq, half) contiguous in the accumulation type (float; double for
-  // f64); every row of [token_begin, token_end) is written
-  void* grad_cos = nullptr;
-  void* grad_sin = nullptr;
-};
+using kernels::RotaryInput;  // ../rotary.h
+using kernels::RotaryParams;
 
 Status rotary_forward(const RotaryParams& p, int64_t token_begin, int64_t token_end);
 Status rotary_backward(const RotaryParams& p, int64_t token_begin, int64_t token_end);

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(256) rotary_kernel(const RotaryParams p, int64
       for (int j = 0; j < V; ++j) { gc[j] = A(0); gs[j] = A(0); }
       for (int64_t h = h0; h < h1; ++h) {
         const bool is_q = h < p.q.heads;
-        const RotaryHeads& in = is_q ? p.q : p.k;
+        const RotaryInput& in = is_q ? p.q : p.k;
         const int64_t hh = is_q ? h : h - p.q.heads;
         const T* x = static_cast<const T*>(in.x) + b * in.stride_b + s * in.stride_s + hh * in.stride_h;
         T* o = static_cast<T*>(in.out) + (t * in.heads + hh) * D;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(256) rotary_kernel(const RotaryParams p, int64
       const int64_t e0 = 2 * p.half + (u - rot_units) * P;
       for (int64_t h = h0; h < h1; ++h) {
         const bool is_q = h < p.q.heads;
-        const RotaryHeads& in = is_q ? p.q : p.k;
+        const RotaryInput& in = is_q ? p.q : p.k;
         const int64_t hh = is_q ? h : h - p.q.heads;
         const T* x = static_cast<const T*>(in.x) + b * in.stride_b + s * in.stride_s + hh * in.stride_h + e0;
         T* o = static_cast<T*>(in.out) + (t * in.heads + hh) * D + e0;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(256) rotary_kernel(const RotaryParams p, int64
   }
 }
 
-bool rotary_heads_aligned(const RotaryHeads& h, int v, bool saved) {
+bool rotary_heads_aligned(const RotaryInput& h, int v, bool saved) {
   if (h.heads == 0) return true;
   bool ok = aligned(h.x, 16) && aligned(h.out, 16) && h.stride_b % v == 0 && h.stride_s % v == 0 &&
             h.stride_h % v == 0;
