@@ -1,5 +1,6 @@
-// CPU glue for rms_norm, fused_add_rms_norm and rms_norm_backward: checks, row views, thread split.
-// The kernels (kernels/cpu/rms_norm.h) are vectorized per ISA and chosen at run time.
+// CPU glue for rms_norm, fused_add_rms_norm (ops/rms_norm_glue.h, shared with CUDA) and rms_norm_backward: checks,
+// row views, thread split, the weight gradient summed in one row of partial sums per thread. The kernels
+// (kernels/cpu/rms_norm.h) are vectorized per ISA and chosen at run time.
 #include <ATen/Parallel.h>  // at::get_num_threads, at::get_thread_num
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -13,47 +14,22 @@
 #include "common/rows.h"
 #include "kernels/cpu/rms_norm.h"
 #include "ops/rms_norm.h"
+#include "ops/rms_norm_glue.h"
 
 namespace yirage {
 namespace {
 
 namespace k = kernels::cpu;
 
-std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& x, const at::Tensor* residual,
-                                           const std::optional<at::Tensor>& weight, double eps) {
-  check_rms_norm(op, x, weight, eps, residual);
-  at::Tensor y = at::empty(x.sizes(), x.options());
-  at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
-  if (x.numel() == 0) return {y, h};
-  advise_huge_pages(y);
-  if (residual) advise_huge_pages(h);
-  const Rows xr = as_rows(x);
-  const Rows rr = residual ? as_rows(*residual) : Rows{};
-  const at::Tensor w = weight.has_value() && weight->defined() ? weight->contiguous() : at::Tensor();
-  k::RmsNormForward p;
-  p.x = xr.tensor.const_data_ptr();
-  p.x_stride = xr.stride;
-  p.residual = residual ? rr.tensor.const_data_ptr() : nullptr;
-  p.residual_stride = rr.stride;
-  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  p.out = y.data_ptr();
-  p.residual_out = residual ? h.data_ptr() : nullptr;
-  p.cols = x.size(-1);
-  p.rows = x.numel() / p.cols;
-  p.eps = eps;
-  p.dtype = cpu_kernel_dtype(op, x.scalar_type());
-  cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
-  return {y, h};
-}
-
-at::Tensor rms_norm_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  return std::get<0>(forward("rms_norm", x, nullptr, weight, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_cpu(const at::Tensor& x, const at::Tensor& residual,
-                                                          const std::optional<at::Tensor>& weight, double eps) {
-  return forward("fused_add_rms_norm", x, &residual, weight, eps);
-}
+struct RmsNormCpu {
+  struct NoGuard {};
+  static NoGuard guard(const at::Tensor&) { return {}; }
+  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
+  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+  static void forward(const char* op, const kernels::RmsNormForward& p) {
+    cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
+  }
+};
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x,
                                                          const std::optional<at::Tensor>& weight, double eps,
@@ -99,8 +75,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
 }  // namespace
 
 TORCH_LIBRARY_IMPL(yirage, CPU, m) {
-  m.impl("rms_norm", &rms_norm_cpu);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm_cpu);
+  RmsNormGlue<RmsNormCpu>::register_forward(m);
   m.impl("rms_norm_backward", &rms_norm_backward_cpu);
 }
 

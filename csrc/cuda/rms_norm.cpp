@@ -1,5 +1,5 @@
-// CUDA glue for rms_norm, fused_add_rms_norm and rms_norm_backward: checks, device guard, current stream,
-// row views, the weight-gradient workspace (kernels/cuda/rms_norm.h).
+// CUDA glue for rms_norm, fused_add_rms_norm (ops/rms_norm_glue.h, shared with the CPU) and rms_norm_backward:
+// checks, device guard, current stream, row views, the weight-gradient workspace (kernels/cuda/rms_norm.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -11,45 +11,19 @@
 #include "common/rows.h"
 #include "kernels/cuda/rms_norm.h"
 #include "ops/rms_norm.h"
+#include "ops/rms_norm_glue.h"
 
 namespace yirage {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor> rms_norm_cuda_forward(const char* op, const at::Tensor& x,
-                                                         const at::Tensor* residual,
-                                                         const std::optional<at::Tensor>& weight, double eps) {
-  check_rms_norm(op, x, weight, eps, residual);
-  const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(x.sizes(), x.options());
-  at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
-  if (x.numel() == 0) return {y, h};
-  const Rows xr = as_rows(x);
-  const Rows rr = residual ? as_rows(*residual) : Rows{};
-  const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
-  kernels::cuda::RmsNormForward p;
-  p.x = xr.tensor.const_data_ptr();
-  p.x_stride = xr.stride;
-  p.residual = residual ? rr.tensor.const_data_ptr() : nullptr;
-  p.residual_stride = rr.stride;
-  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  p.out = y.data_ptr();
-  p.residual_out = residual ? h.data_ptr() : nullptr;
-  p.cols = x.size(-1);
-  p.rows = x.numel() / p.cols;
-  p.eps = eps;
-  p.dtype = cuda_kernel_dtype(op, x.scalar_type());
-  check_launch(op, kernels::cuda::rms_norm_forward(p, current_stream()));
-  return {y, h};
-}
-
-at::Tensor rms_norm_cuda(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  return std::get<0>(rms_norm_cuda_forward("rms_norm", x, nullptr, weight, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_cuda(const at::Tensor& x, const at::Tensor& residual,
-                                                           const std::optional<at::Tensor>& weight, double eps) {
-  return rms_norm_cuda_forward("fused_add_rms_norm", x, &residual, weight, eps);
-}
+struct RmsNormCuda {
+  static c10::cuda::CUDAGuard guard(const at::Tensor& x) { return c10::cuda::CUDAGuard(x.device()); }
+  static void prepare(const at::Tensor&) {}
+  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+  static void forward(const char* op, const kernels::RmsNormForward& p) {
+    check_launch(op, kernels::cuda::rms_norm_forward(p, current_stream()));
+  }
+};
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cuda(const at::Tensor& grad_out, const at::Tensor& x,
                                                           const std::optional<at::Tensor>& weight, double eps,
@@ -95,8 +69,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cuda(const at::Tensor& grad
 }  // namespace
 
 TORCH_LIBRARY_IMPL(yirage, CUDA, m) {
-  m.impl("rms_norm", &rms_norm_cuda);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm_cuda);
+  RmsNormGlue<RmsNormCuda>::register_forward(m);
   m.impl("rms_norm_backward", &rms_norm_backward_cuda);
 }
 

@@ -13,22 +13,12 @@
 
 #include <cstdint>
 
+#include "../rms_norm.h"
 #include "types.h"
 
 namespace yirage::kernels::cpu {
 
-struct RmsNormForward {
-  const void* x = nullptr;
-  int64_t x_stride = 0;             // elements between rows of x
-  const void* residual = nullptr;   // null: plain rms_norm; else h = x + residual is normalized
-  int64_t residual_stride = 0;
-  const void* weight = nullptr;     // null or `cols` contiguous elements
-  void* out = nullptr;              // rows x cols, contiguous
-  void* residual_out = nullptr;     // h, rows x cols contiguous; required when residual is set
-  int64_t rows = 0, cols = 0;
-  double eps = 1e-6;
-  DType dtype = DType::f32;
-};
+using kernels::RmsNormForward;  // ../rms_norm.h
 
 struct RmsNormBackward {
   const void* grad_out = nullptr;

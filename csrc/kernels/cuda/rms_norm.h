@@ -6,24 +6,14 @@
 
 #include <cstdint>
 
+#include "../rms_norm.h"
 #include "types.h"
 
 namespace yirage::kernels::cuda {
 
 // y = x * rsqrt(mean(x^2) + eps) * weight per row. With `residual`: h = x + residual rounded to the
 // dtype, written to `residual_out`, and y = rms_norm(h).
-struct RmsNormForward {
-  const void* x = nullptr;
-  int64_t x_stride = 0;             // elements between rows of x (the last dim is contiguous)
-  const void* residual = nullptr;   // null, or rows x cols with `residual_stride`
-  int64_t residual_stride = 0;
-  const void* weight = nullptr;     // null or `cols` contiguous elements
-  void* out = nullptr;              // rows x cols, contiguous
-  void* residual_out = nullptr;     // h (rows x cols, contiguous) when `residual` is set
-  int64_t rows = 0, cols = 0;
-  double eps = 1e-6;
-  DType dtype = DType::f32;
-};
+using kernels::RmsNormForward;  // ../rms_norm.h
 
 cudaError_t rms_norm_forward(const RmsNormForward& p, cudaStream_t stream);
 
