@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "common/checks.h"
+#include "common/cpu_memory.h"
 #include "kernels/cpu/types.h"
 
 namespace yirage {
@@ -36,5 +37,14 @@ void cpu_for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
   });
   TORCH_CHECK(status.load() == 0, "yirage.", op, ": CPU kernel failed with status ", status.load());
 }
+
+// The part of a CPU backend policy of the shared glue (ops/*_glue.h) that every op has in common: no device
+// guard, huge pages for new outputs, the dtype mapping. An op's policy derives from it and adds the kernel calls.
+struct CpuGlueBackend {
+  struct NoGuard {};
+  static NoGuard guard(const at::Tensor&) { return {}; }
+  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
+  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+};
 
 }  // namespace yirage

@@ -33,4 +33,13 @@ inline void check_launch(const char* op, cudaError_t e) {
   TORCH_CHECK(e == cudaSuccess, "yirage.", op, ": CUDA kernel failed: ", cudaGetErrorString(e));
 }
 
+// The part of a CUDA backend policy of the shared glue (ops/*_glue.h) that every op has in common: the device
+// guard, nothing to prepare on new outputs, the dtype mapping. An op's policy derives from it and adds the kernel
+// launches (on current_stream(), checked with check_launch).
+struct CudaGlueBackend {
+  static c10::cuda::CUDAGuard guard(const at::Tensor& t) { return c10::cuda::CUDAGuard(t.device()); }
+  static void prepare(const at::Tensor&) {}
+  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+};
+
 }  // namespace yirage

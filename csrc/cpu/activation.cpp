@@ -4,18 +4,13 @@
 #include <torch/library.h>
 
 #include "common/cpu_launch.h"
-#include "common/cpu_memory.h"
 #include "kernels/cpu/activation.h"
 #include "ops/activation_glue.h"
 
 namespace yirage {
 namespace {
 
-struct ActivationCpu {
-  struct NoGuard {};
-  static NoGuard guard(const at::Tensor&) { return {}; }
-  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+struct ActivationCpu : CpuGlueBackend {
   static void forward(const char* op, const kernels::ActivationForward& p) {
     cpu_for_rows(op, p.rows * p.cols, 1,
                  [&](int64_t b, int64_t e) { return kernels::cpu::activation_forward(p, b, e); });

@@ -1,5 +1,6 @@
-// CPU glue for layer_norm and layer_norm_backward: checks, row views, thread split.
-// The kernels (kernels/cpu/layer_norm.h) are vectorized per ISA and chosen at run time.
+// CPU glue for layer_norm (ops/norm_glue.h, shared with CUDA) and layer_norm_backward: checks, row views, thread
+// split, the parameter gradients summed in one row of partial sums per thread. The kernels
+// (kernels/cpu/layer_norm.h) are vectorized per ISA and chosen at run time.
 #include <ATen/Parallel.h>  // at::get_num_threads, at::get_thread_num
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -13,6 +14,7 @@
 #include "common/rows.h"
 #include "kernels/cpu/layer_norm.h"
 #include "ops/layer_norm.h"
+#include "ops/norm_glue.h"
 
 namespace yirage {
 namespace {
@@ -23,28 +25,11 @@ at::Tensor contiguous_or_none(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
 }
 
-at::Tensor layer_norm_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
-                          const std::optional<at::Tensor>& bias, double eps) {
-  const char* op = "layer_norm";
-  check_layer_norm(op, x, weight, bias, eps);
-  at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return y;
-  advise_huge_pages(y);
-  const Rows xr = as_rows(x);
-  const at::Tensor w = contiguous_or_none(weight), b = contiguous_or_none(bias);
-  k::LayerNormForward p;
-  p.x = xr.tensor.const_data_ptr();
-  p.x_stride = xr.stride;
-  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  p.bias = b.defined() ? b.const_data_ptr() : nullptr;
-  p.out = y.data_ptr();
-  p.cols = x.size(-1);
-  p.rows = x.numel() / p.cols;
-  p.eps = eps;
-  p.dtype = cpu_kernel_dtype(op, x.scalar_type());
-  cpu_for_rows(op, p.rows, p.cols, [&](int64_t b0, int64_t e0) { return k::layer_norm_forward(p, b0, e0); });
-  return y;
-}
+struct LayerNormCpu : CpuGlueBackend {
+  static void forward(const char* op, const kernels::LayerNormForward& p) {
+    cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::layer_norm_forward(p, b, e); });
+  }
+};
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
     const at::Tensor& grad_out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
@@ -89,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(yirage, CPU, m) {
-  m.impl("layer_norm", &layer_norm_cpu);
+  LayerNormGlue<LayerNormCpu>::register_forward(m);
   m.impl("layer_norm_backward", &layer_norm_backward_cpu);
 }
 

@@ -1,4 +1,4 @@
-// CPU glue for rms_norm, fused_add_rms_norm (ops/rms_norm_glue.h, shared with CUDA) and rms_norm_backward: checks,
+// CPU glue for rms_norm, fused_add_rms_norm (ops/norm_glue.h, shared with CUDA) and rms_norm_backward: checks,
 // row views, thread split, the weight gradient summed in one row of partial sums per thread. The kernels
 // (kernels/cpu/rms_norm.h) are vectorized per ISA and chosen at run time.
 #include <ATen/Parallel.h>  // at::get_num_threads, at::get_thread_num
@@ -14,18 +14,14 @@
 #include "common/rows.h"
 #include "kernels/cpu/rms_norm.h"
 #include "ops/rms_norm.h"
-#include "ops/rms_norm_glue.h"
+#include "ops/norm_glue.h"
 
 namespace yirage {
 namespace {
 
 namespace k = kernels::cpu;
 
-struct RmsNormCpu {
-  struct NoGuard {};
-  static NoGuard guard(const at::Tensor&) { return {}; }
-  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+struct RmsNormCpu : CpuGlueBackend {
   static void forward(const char* op, const kernels::RmsNormForward& p) {
     cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
   }

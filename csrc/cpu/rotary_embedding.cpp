@@ -4,18 +4,13 @@
 #include <torch/library.h>
 
 #include "common/cpu_launch.h"
-#include "common/cpu_memory.h"
 #include "kernels/cpu/rotary.h"
 #include "ops/rotary_glue.h"
 
 namespace yirage {
 namespace {
 
-struct RotaryCpu {
-  struct NoGuard {};
-  static NoGuard guard(const at::Tensor&) { return {}; }
-  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+struct RotaryCpu : CpuGlueBackend {
   static void forward(const char* op, const kernels::RotaryParams& p) {
     cpu_for_rows(op, p.batch * p.seq, (p.q.heads + p.k.heads) * p.head_dim,
                  [&](int64_t b, int64_t e) { return kernels::cpu::rotary_forward(p, b, e); });

@@ -4,7 +4,6 @@
 #include <torch/library.h>
 
 #include "common/cpu_launch.h"
-#include "common/cpu_memory.h"
 #include "kernels/cpu/softmax.h"
 #include "ops/softmax_glue.h"
 
@@ -13,11 +12,7 @@ namespace {
 
 namespace k = kernels::cpu;
 
-struct SoftmaxCpu {
-  struct NoGuard {};
-  static NoGuard guard(const at::Tensor&) { return {}; }
-  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
+struct SoftmaxCpu : CpuGlueBackend {
   static void forward(const char* op, const kernels::SoftmaxForward& p) {
     const k::SoftmaxTasks tasks = k::softmax_tasks(p.outer, p.dim, p.inner, p.dtype);
     cpu_for_rows(op, tasks.count, tasks.elems, [&](int64_t b, int64_t e) { return k::softmax_forward(p, b, e); });

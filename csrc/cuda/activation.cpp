@@ -9,10 +9,7 @@
 namespace yirage {
 namespace {
 
-struct ActivationCuda {
-  static c10::cuda::CUDAGuard guard(const at::Tensor& x) { return c10::cuda::CUDAGuard(x.device()); }
-  static void prepare(const at::Tensor&) {}
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+struct ActivationCuda : CudaGlueBackend {
   static void forward(const char* op, const kernels::ActivationForward& p) {
     check_launch(op, kernels::cuda::activation_forward(p, current_stream()));
   }

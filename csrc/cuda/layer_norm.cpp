@@ -1,5 +1,5 @@
-// CUDA glue for layer_norm and layer_norm_backward: checks, device guard, current stream, row views, the
-// parameter-gradient workspace (kernels/cuda/layer_norm.h).
+// CUDA glue for layer_norm (ops/norm_glue.h, shared with the CPU) and layer_norm_backward: checks, device guard,
+// current stream, row views, the parameter-gradient workspace (kernels/cuda/layer_norm.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -11,6 +11,7 @@
 #include "common/rows.h"
 #include "kernels/cuda/layer_norm.h"
 #include "ops/layer_norm.h"
+#include "ops/norm_glue.h"
 
 namespace yirage {
 namespace {
@@ -19,28 +20,11 @@ at::Tensor layer_norm_cuda_param(const std::optional<at::Tensor>& t) {
   return has(t) ? t->contiguous() : at::Tensor();
 }
 
-at::Tensor layer_norm_cuda(const at::Tensor& x, const std::optional<at::Tensor>& weight,
-                           const std::optional<at::Tensor>& bias, double eps) {
-  const char* op = "layer_norm";
-  check_layer_norm(op, x, weight, bias, eps);
-  const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(x.sizes(), x.options());
-  if (x.numel() == 0) return y;
-  const Rows xr = as_rows(x);
-  const at::Tensor w = layer_norm_cuda_param(weight), b = layer_norm_cuda_param(bias);
-  kernels::cuda::LayerNormForward p;
-  p.x = xr.tensor.const_data_ptr();
-  p.x_stride = xr.stride;
-  p.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  p.bias = b.defined() ? b.const_data_ptr() : nullptr;
-  p.out = y.data_ptr();
-  p.cols = x.size(-1);
-  p.rows = x.numel() / p.cols;
-  p.eps = eps;
-  p.dtype = cuda_kernel_dtype(op, x.scalar_type());
-  check_launch(op, kernels::cuda::layer_norm_forward(p, current_stream()));
-  return y;
-}
+struct LayerNormCuda : CudaGlueBackend {
+  static void forward(const char* op, const kernels::LayerNormForward& p) {
+    check_launch(op, kernels::cuda::layer_norm_forward(p, current_stream()));
+  }
+};
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cuda(
     const at::Tensor& grad_out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
@@ -87,7 +71,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cuda(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(yirage, CUDA, m) {
-  m.impl("layer_norm", &layer_norm_cuda);
+  LayerNormGlue<LayerNormCuda>::register_forward(m);
   m.impl("layer_norm_backward", &layer_norm_backward_cuda);
 }
 

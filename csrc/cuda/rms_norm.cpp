@@ -1,4 +1,4 @@
-// CUDA glue for rms_norm, fused_add_rms_norm (ops/rms_norm_glue.h, shared with the CPU) and rms_norm_backward:
+// CUDA glue for rms_norm, fused_add_rms_norm (ops/norm_glue.h, shared with the CPU) and rms_norm_backward:
 // checks, device guard, current stream, row views, the weight-gradient workspace (kernels/cuda/rms_norm.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -11,15 +11,12 @@
 #include "common/rows.h"
 #include "kernels/cuda/rms_norm.h"
 #include "ops/rms_norm.h"
-#include "ops/rms_norm_glue.h"
+#include "ops/norm_glue.h"
 
 namespace yirage {
 namespace {
 
-struct RmsNormCuda {
-  static c10::cuda::CUDAGuard guard(const at::Tensor& x) { return c10::cuda::CUDAGuard(x.device()); }
-  static void prepare(const at::Tensor&) {}
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+struct RmsNormCuda : CudaGlueBackend {
   static void forward(const char* op, const kernels::RmsNormForward& p) {
     check_launch(op, kernels::cuda::rms_norm_forward(p, current_stream()));
   }

@@ -9,10 +9,7 @@
 namespace yirage {
 namespace {
 
-struct RotaryCuda {
-  static c10::cuda::CUDAGuard guard(const at::Tensor& t) { return c10::cuda::CUDAGuard(t.device()); }
-  static void prepare(const at::Tensor&) {}
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+struct RotaryCuda : CudaGlueBackend {
   static void forward(const char* op, const kernels::RotaryParams& p) {
     check_launch(op, kernels::cuda::rotary_forward(p, current_stream()));
   }

@@ -9,10 +9,7 @@
 namespace yirage {
 namespace {
 
-struct SoftmaxCuda {
-  static c10::cuda::CUDAGuard guard(const at::Tensor& x) { return c10::cuda::CUDAGuard(x.device()); }
-  static void prepare(const at::Tensor&) {}
-  static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
+struct SoftmaxCuda : CudaGlueBackend {
   static void forward(const char* op, const kernels::SoftmaxForward& p) {
     check_launch(op, kernels::cuda::softmax_forward(p, current_stream()));
   }

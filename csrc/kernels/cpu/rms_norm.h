@@ -13,12 +13,12 @@
 
 #include <cstdint>
 
-#include "../rms_norm.h"
+#include "../norm.h"
 #include "types.h"
 
 namespace yirage::kernels::cpu {
 
-using kernels::RmsNormForward;  // ../rms_norm.h
+using kernels::RmsNormForward;  // ../norm.h
 
 struct RmsNormBackward {
   const void* grad_out = nullptr;

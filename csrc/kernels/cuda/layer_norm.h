@@ -6,21 +6,13 @@
 
 #include <cstdint>
 
+#include "../norm.h"
 #include "types.h"
 
 namespace yirage::kernels::cuda {
 
 // y = (x - mean) * rsqrt(var + eps) * weight + bias per row (biased variance).
-struct LayerNormForward {
-  const void* x = nullptr;
-  int64_t x_stride = 0;             // elements between rows of x (the last dim is contiguous)
-  const void* weight = nullptr;     // null or `cols` contiguous elements
-  const void* bias = nullptr;       // null or `cols` contiguous elements
-  void* out = nullptr;              // rows x cols, contiguous
-  int64_t rows = 0, cols = 0;
-  double eps = 1e-5;
-  DType dtype = DType::f32;
-};
+using kernels::LayerNormForward;  // ../norm.h
 
 cudaError_t layer_norm_forward(const LayerNormForward& p, cudaStream_t stream);
 

@@ -6,14 +6,14 @@
 
 #include <cstdint>
 
-#include "../rms_norm.h"
+#include "../norm.h"
 #include "types.h"
 
 namespace yirage::kernels::cuda {
 
 // y = x * rsqrt(mean(x^2) + eps) * weight per row. With `residual`: h = x + residual rounded to the
 // dtype, written to `residual_out`, and y = rms_norm(h).
-using kernels::RmsNormForward;  // ../rms_norm.h
+using kernels::RmsNormForward;  // ../norm.h
 
 cudaError_t rms_norm_forward(const RmsNormForward& p, cudaStream_t stream);
 

@@ -1,11 +1,12 @@
-// The forward glue of rms_norm and fused_add_rms_norm, shared by the CPU and CUDA backends: checks, outputs, row
-// views and the kernels' parameters (kernels/rms_norm.h). The backward glue stays per backend (the CPU sums the
-// weight gradient in per-thread rows, CUDA in per-block partials reduced by the kernel). A backend supplies, as
-// static members of `Backend` (as for ops/activation_glue.h):
+// The forward glue of rms_norm, fused_add_rms_norm and layer_norm, shared by the CPU and CUDA backends: checks,
+// outputs, row views and the kernels' parameters (kernels/norm.h). The backward glue stays per backend (the CPU
+// sums the parameter gradients in per-thread rows, CUDA in per-block partials reduced by the kernel). A backend
+// supplies, as static members of `Backend` (as for ops/activation_glue.h):
 //   guard(x)              an object that keeps x's device current while it lives (CPU: nothing)
 //   prepare(out)          called on each new output before the kernel writes it (CPU: huge pages)
 //   dtype(op, t)          the kernels' DType for t (a clear error for others)
-//   forward(op, p)        runs the kernel over p.rows rows
+//   forward(op, p)        runs the kernel over p.rows rows (overloaded on kernels::RmsNormForward and
+//                         kernels::LayerNormForward)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,7 +17,8 @@
 #include <tuple>
 
 #include "common/rows.h"
-#include "kernels/rms_norm.h"
+#include "kernels/norm.h"
+#include "ops/layer_norm.h"
 #include "ops/rms_norm.h"
 
 namespace yirage {
@@ -66,6 +68,36 @@ struct RmsNormGlue {
     m.impl("rms_norm", &rms_norm);
     m.impl("fused_add_rms_norm", &fused_add_rms_norm);
   }
+};
+
+template <typename Backend>
+struct LayerNormGlue {
+  static at::Tensor layer_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                               const std::optional<at::Tensor>& bias, double eps) {
+    const char* op = "layer_norm";
+    check_layer_norm(op, x, weight, bias, eps);
+    const auto guard = Backend::guard(x);
+    at::Tensor y = at::empty(x.sizes(), x.options());
+    if (x.numel() == 0) return y;
+    Backend::prepare(y);
+    const Rows xr = as_rows(x);
+    const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
+    const at::Tensor b = has(bias) ? bias->contiguous() : at::Tensor();
+    kernels::LayerNormForward p;
+    p.x = xr.tensor.const_data_ptr();
+    p.x_stride = xr.stride;
+    p.weight = w.defined() ? w.const_data_ptr() : nullptr;
+    p.bias = b.defined() ? b.const_data_ptr() : nullptr;
+    p.out = y.data_ptr();
+    p.cols = x.size(-1);
+    p.rows = x.numel() / p.cols;
+    p.eps = eps;
+    p.dtype = Backend::dtype(op, x.scalar_type());
+    Backend::forward(op, p);
+    return y;
+  }
+
+  static void register_forward(torch::Library& m) { m.impl("layer_norm", &layer_norm); }
 };
 
 }  // namespace yirage
