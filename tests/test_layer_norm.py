@@ -13,7 +13,9 @@ from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, ref
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
-SHAPES = [(1, 1), (3, 2), (3, 8), (1000, 768), (3, 769), (1000, 769), (3, 5125), (257, 5125), (64, 8192)]
+# 2560 and 5120: rows of whole warps that are not a power of two of threads on CUDA
+SHAPES = [(1, 1), (3, 2), (3, 8), (1000, 768), (3, 769), (1000, 769), (37, 2560), (5, 5120), (3, 5125), (257, 5125),
+          (64, 8192)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

@@ -20,6 +20,10 @@
 #include "layer_norm.h"
 #include "norm_common.cuh"
 
+#ifndef YIRAGE_NORM_WHOLE_WARPS
+#define YIRAGE_NORM_WHOLE_WARPS true
+#endif
+
 namespace yirage::kernels::cuda {
 namespace {
 
@@ -171,7 +175,7 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   const bool vec = p.cols % V == 0 && p.x_stride % V == 0 && aligned(p.x, 16) && aligned(p.out, 16) &&
                    (p.weight == nullptr || aligned(p.weight, 16)) && (p.bias == nullptr || aligned(p.bias, 16));
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan rp = vec ? norm::plan_rows(p.cols / V) : RowPlan{};
+    const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, YIRAGE_NORM_WHOLE_WARPS) : RowPlan{};
     if (rp.regs) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;

@@ -335,15 +335,21 @@ struct RowPlan {
 // Rows up to 512 * max_nv vectors (max_nv 8: 32K bf16/f16 elements, 16K fp32) stay in registers; each
 // thread holds about 4 vectors (32 bf16 / 16 fp32 elements), a row gets as many threads as that needs.
 // `target`: the vectors per thread aimed at (fewer for kernels with more registers per element).
-inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4) {
+// `whole_warps`: a row of more than a warp's worth gets the fewest whole warps that hold it at `target` vectors
+// each, not the next power of two of threads (kernels whose row groups reduce with group_sum and vote with
+// group_any, which take any number of warps per row; a block then holds one row, or as many as fit 256 threads).
+// 5120 bf16 columns: 160 threads x 4 vectors, where a power of two (256 x 4) leaves 3/8 of the slots idle.
+inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whole_warps = false) {
   RowPlan r;
   if (nvec <= 0 || nvec > int64_t(512) * max_nv) return r;
-  int tpr = next_pow2((nvec + target - 1) / target);
+  const int64_t want = (nvec + target - 1) / target;
+  int tpr = next_pow2(want);
+  if (whole_warps && want > kWarpSize) tpr = int((want + kWarpSize - 1) / kWarpSize * kWarpSize);
   if (tpr > 512) tpr = 512;
   const int64_t need = (nvec + tpr - 1) / tpr;
   r.nv = need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : 8;
   r.tpr = tpr;
-  r.block = tpr > 256 ? tpr : 256;
+  r.block = tpr >= 256 ? tpr : tpr * (256 / tpr);
   r.regs = true;
   return r;
 }

@@ -18,6 +18,10 @@
 #include "norm_common.cuh"
 #include "rms_norm.h"
 
+#ifndef YIRAGE_NORM_WHOLE_WARPS
+#define YIRAGE_NORM_WHOLE_WARPS true
+#endif
+
 namespace yirage::kernels::cuda {
 namespace {
 
@@ -161,7 +165,8 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   const bool vec = fwd_vec_ok<T>(p);
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<T, kRes>(p)) : RowPlan{};
+    const RowPlan rp =
+        vec ? norm::plan_rows(p.cols / V, 8, fwd_target<T, kRes>(p), YIRAGE_NORM_WHOLE_WARPS) : RowPlan{};
     if (rp.regs) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
