@@ -1,8 +1,9 @@
 // LayerNorm forward on CUDA; the backward is in layer_norm_bwd.cu.
 //
 // Register path (fp32 / fp16 / bf16, rows of 16-byte-aligned vectors): a row is held by `tpr` threads
-// (power of two, 1 .. 512) with NV 16-byte vectors each (plan_rows in norm_common.cuh; forward up to
-// 512 * 8 vectors, about 4 per thread: 1024 bf16 -> a warp per row, 4096 bf16 -> 128 threads per row).
+// (1 .. 512: a power of two up to a warp, whole warps beyond) with NV 16-byte vectors each (plan_rows in
+// norm_common.cuh; forward up to 512 * 8 vectors, about 4 per thread: 1024 bf16 -> a warp per row, 4096 bf16 ->
+// 128 threads per row, 5120 bf16 -> 160).
 // x is read once, y written once. All of a row's loads are issued first; then one reduction of the sums of
 // d = x - x[0] and d^2 gives the mean and the variance (shifted sums: a common offset cancels exactly). When
 // x[0] lies far from the mean (more than 4 standard deviations) those sums lose digits, and the block takes
@@ -19,10 +20,6 @@
 
 #include "layer_norm.h"
 #include "norm_common.cuh"
-
-#ifndef YIRAGE_NORM_WHOLE_WARPS
-#define YIRAGE_NORM_WHOLE_WARPS true
-#endif
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -175,7 +172,7 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   const bool vec = p.cols % V == 0 && p.x_stride % V == 0 && aligned(p.x, 16) && aligned(p.out, 16) &&
                    (p.weight == nullptr || aligned(p.weight, 16)) && (p.bias == nullptr || aligned(p.bias, 16));
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, YIRAGE_NORM_WHOLE_WARPS) : RowPlan{};
+    const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true) : RowPlan{};
     if (rp.regs) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;

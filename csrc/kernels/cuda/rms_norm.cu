@@ -1,8 +1,9 @@
 // RMSNorm forward (optionally fused with the residual add) on CUDA; the backward is in rms_norm_bwd.cu.
 //
 // Register path (fp32 / fp16 / bf16, rows of 16-byte-aligned vectors, up to 512 * 8 vectors = 32K bf16
-// or 16K fp32 elements): a row is held by `tpr` threads (power of two, 1 .. 512), each with NV (1, 2, 4,
-// 8) 16-byte vectors, about 4 per thread (plan_rows in norm_common.cuh): 1024 fp32 -> a warp per row,
+// or 16K fp32 elements): a row is held by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
+// beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
+// norm_common.cuh): 1024 fp32 -> a warp per row,
 // eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain bf16/fp16 forward aims at 2
 // vectors per thread on rows of a power of two up to 4096 elements when there are many rows (4096 bf16 -> 256
 // threads per row), at 4 elsewhere (8192 bf16 -> 256 x 4; fwd_target below); the fused forward keeps 4 (two
@@ -17,10 +18,6 @@
 
 #include "norm_common.cuh"
 #include "rms_norm.h"
-
-#ifndef YIRAGE_NORM_WHOLE_WARPS
-#define YIRAGE_NORM_WHOLE_WARPS true
-#endif
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -166,7 +163,7 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   const bool vec = fwd_vec_ok<T>(p);
   if constexpr (!std::is_same_v<T, double>) {
     const RowPlan rp =
-        vec ? norm::plan_rows(p.cols / V, 8, fwd_target<T, kRes>(p), YIRAGE_NORM_WHOLE_WARPS) : RowPlan{};
+        vec ? norm::plan_rows(p.cols / V, 8, fwd_target<T, kRes>(p), /*whole_warps=*/true) : RowPlan{};
     if (rp.regs) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
