@@ -60,7 +60,7 @@ inline BwdPlan plan_bwd(int64_t rows, int64_t cols, bool vec, bool params, int t
   BwdPlan b;
   b.vec = vec;
   const int64_t sms = sm_count();
-  if (!std::is_same_v<T, double> && b.vec) b.rp = plan_rows(cols / V, 4, target);
+  if (!std::is_same_v<T, double> && b.vec) b.rp = plan_rows(cols / V, 4, target, /*whole_warps=*/true);
   if (b.rp.regs) {
     const int rpb = b.rp.block / b.rp.tpr;
     b.block = b.rp.block;

@@ -1,7 +1,8 @@
 // Pieces shared by the normalization kernels (rms_norm.cu, rms_norm_bwd.cu, layer_norm.cu,
 // layer_norm_bwd.cu), torch-free.
 //
-// - Row groups: a row is handled by `tpr` threads (a power of two, 1 .. 512) of a block that holds
+// - Row groups: a row is handled by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
+//   beyond) of a block that holds
 //   blockDim.x / tpr rows. group_sum() reduces K values over the group: xor shuffles inside the warp
 //   (groups never straddle a warp when tpr <= warp size), then, when a row spans several warps, one
 //   value per warp through shared memory. Every thread of the block must call it (it has barriers when
@@ -73,7 +74,8 @@ inline int device_attribute(Attr attr, int what, int fallback) {
   });
 }
 
-// Sum of K values over a group of `tpr` consecutive threads (power of two); every thread of the group
+// Sum of K values over a group of `tpr` consecutive threads (a power of two up to the warp size, else a whole
+// number of warps); every thread of the group
 // gets the sums. `smem` holds blockDim.x / kWarpSize * K values (only used when tpr > kWarpSize).
 template <int K, typename A>
 __device__ __forceinline__ void group_sum(A (&v)[K], int tpr, A* smem) {
