@@ -2,10 +2,9 @@
 // layer_norm_bwd.cu), torch-free.
 //
 // - Row groups: a row is handled by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
-//   beyond) of a block that holds
-//   blockDim.x / tpr rows. group_sum() reduces K values over the group: xor shuffles inside the warp
-//   (groups never straddle a warp when tpr <= warp size), then, when a row spans several warps, one
-//   value per warp through shared memory. Every thread of the block must call it (it has barriers when
+//   beyond) of a block that holds blockDim.x / tpr rows. group_sum() reduces K values over the group: xor
+//   shuffles inside the warp (groups never straddle a warp when tpr <= warp size), then, when a row spans
+//   several warps, one value per warp through shared memory. Every thread of the block must call it (it has barriers when
 //   tpr > warp size), so row loops are block-uniform and out-of-range rows are masked, never skipped.
 // - block_sum_k(): the same for a whole block (one row per block, the long-row paths).
 // - Weight / bias gradients: every block writes one accumulation-type row of partial sums to a workspace
@@ -330,8 +329,8 @@ inline int blocks_per_sm(K kernel, int block, size_t smem) {
 struct RowPlan {
   bool regs = false;  // false: one block per row, looping over global memory
   int nv = 0;         // vectors per thread (1, 2, 4 or 8)
-  int tpr = 0;        // threads per row (power of two <= 512)
-  int block = 0;      // threads per block (max(tpr, 256))
+  int tpr = 0;        // threads per row (<= 512: a power of two up to a warp, else whole warps)
+  int block = 0;      // threads per block (tpr, or as many rows of tpr as fit 256 threads)
 };
 
 // Rows up to 512 * max_nv vectors (max_nv 8: 32K bf16/f16 elements, 16K fp32) stay in registers; each
