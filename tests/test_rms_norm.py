@@ -19,9 +19,10 @@ from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, ref
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 # (rows, hidden): sizes 1 / odd / non-power-of-2 / larger than a vector or a cache line; 2560 and 5120: rows of
-# whole warps that are not a power of two of threads on CUDA (2560 bf16: two rows of 96 threads per block)
-SHAPES = [(1, 1), (3, 1), (3, 8), (1, 768), (1000, 768), (3, 769), (1000, 769), (37, 2560), (1, 5120), (3, 5120),
-          (3, 5125), (257, 5125), (3, 8192), (64, 8192)]
+# whole warps that are not a power of two of threads on CUDA (2560 bf16: two rows of 96 threads per block; with
+# 4096+ rows, 160 threads of 2 vectors)
+SHAPES = [(1, 1), (3, 1), (3, 8), (1, 768), (1000, 768), (3, 769), (1000, 769), (37, 2560), (4100, 2560), (1, 5120),
+          (3, 5120), (3, 5125), (257, 5125), (3, 8192), (64, 8192)]
 
 
 def weight_of(inp, with_weight):

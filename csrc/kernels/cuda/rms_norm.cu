@@ -5,8 +5,8 @@
 // beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
 // norm_common.cuh): 1024 fp32 -> a warp per row,
 // eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain bf16/fp16 forward aims at 2
-// vectors per thread on rows of a power of two up to 4096 elements when there are many rows (4096 bf16 -> 256
-// threads per row), at 4 elsewhere (8192 bf16 -> 256 x 4; fwd_target below); the fused forward keeps 4 (two
+// vectors per thread on rows up to 4096 elements when there are many rows (4096 bf16 -> 256 threads per row,
+// 2560 -> 160), at 4 elsewhere (8192 bf16 -> 256 x 4; fwd_target below); the fused forward keeps 4 (two
 // loads per vector already in flight).
 // x is read once and y written once (fused: x and residual read, y and h written). Reductions: xor
 // shuffles within the warp, shared memory across the warps of a row (group_sum).
@@ -143,18 +143,15 @@ bool fwd_vec_ok(const RmsNormForward& p) {
   return ok;
 }
 
-// Vectors per thread the register plan aims at. The plain fp16/bf16 forward takes 2 where a row is a power of two
-// of at most 512 vectors (4096 elements) and there are at least 4096 rows; 4 everywhere else. H100, bf16, kernel
-// alone, % of the copy bandwidth with 2 vs 4: 16384x4096 98.8 / 98.1, 65536x1024 99.3 / 98.1, 100000x128
-// 95.3 / 91.2; but 4096x8192 93.6 / 96.9, 8192x5120 75.0 / 91.6, 32768x1536 90.0 / 98.0, 8192x2560 81.0 / 89.5,
-// 2048x2048 83.9 / 93.7 (rows that are not a power of two of vectors leave threads idle under either plan; 4 per
-// thread idles fewer and keeps more loads in flight).
+// Vectors per thread the register plan aims at. The plain fp16/bf16 forward takes 2 on rows of at most 512 vectors
+// (4096 elements) when there are at least 4096 rows; 4 everywhere else. H100, bf16, kernel alone, % of the copy
+// bandwidth with 2 vs 4 (rows of whole warps): 8192x2560 96.3 / 93.7, 4096x3072 94.7 / 91.9, 16384x1536 97.0 /
+// 94.8; 16384x4096 98.8 / 98.1, 65536x1024 99.3 / 98.1; but 8192x5120 91.6 / 97.0, 4096x8192 93.6 / 96.9,
+// 2048x2048 83.9 / 93.7 (benchmarks/results/cuda-norm-fwd-h100-2026-11-25.md).
 template <typename T, bool kRes>
 int fwd_target(const RmsNormForward& p) {
   if (sizeof(T) != 2 || kRes) return 4;
-  const int64_t nvec = p.cols / kVec<T>;
-  const bool pow2 = (nvec & (nvec - 1)) == 0;
-  return pow2 && nvec <= 512 && p.rows >= 4096 ? 2 : 4;
+  return p.cols / kVec<T> <= 512 && p.rows >= 4096 ? 2 : 4;
 }
 
 template <typename T, bool kRes>
