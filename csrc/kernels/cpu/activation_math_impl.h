@@ -7,7 +7,7 @@
 template <typename V>
 inline V normal_cdf(V x, V* gauss) {
   using acc_t = typename V::acc_t;
-  *gauss = vexp(x * x * V::set1(acc_t(-0.5)));
+  *gauss = vexp_ftz(x * x * V::set1(acc_t(-0.5)));
   if constexpr (sizeof(acc_t) == 8) {  // fp64 (gradcheck): the C library's erfc, lane by lane
     acc_t lanes[V::W];
     x.store(lanes);
@@ -47,13 +47,13 @@ template <typename V>
 struct Silu {
   static V f(V a) {
     using acc_t = typename V::acc_t;
-    return a / (V::set1(acc_t(1)) + vexp(V::zero() - a));
+    return a / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - a));
   }
   // sigmoid s with m = e^-|a| (never overflows): s = 1/(1+m) for a >= 0, m/(1+m) below; s(1-s) = m/(1+m)^2
   static void f_df(V a, V* f, V* df) {
     using acc_t = typename V::acc_t;
     const V one = V::set1(acc_t(1));
-    const V m = vexp(V::zero() - vabs(a));
+    const V m = vexp_ftz(V::zero() - vabs(a));
     const V inv = one / (one + m);
     const V s = vselect_lt(a, V::zero(), m * inv, inv);
     *f = a * s;
@@ -82,11 +82,11 @@ struct GeluTanh {
   using acc_t = typename V::acc_t;
   static constexpr acc_t kA = acc_t(1.5957691216057307117), kB = acc_t(0.071354816272336854);
   static V big_a(V x) { return x * V::fma(x * x, V::set1(kB), V::set1(kA)); }
-  static V f(V x) { return x / (V::set1(acc_t(1)) + vexp(V::zero() - big_a(x))); }
+  static V f(V x) { return x / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - big_a(x))); }
   static void f_df(V x, V* f, V* df) {
     const V one = V::set1(acc_t(1));
     const V a = big_a(x);
-    const V m = vexp(V::zero() - vabs(a));
+    const V m = vexp_ftz(V::zero() - vabs(a));
     const V inv = one / (one + m);
     const V s = vselect_lt(a, V::zero(), m * inv, inv);
     const V da = V::fma(x * x, V::set1(3 * kB), V::set1(kA));  // dA/dx
