@@ -8,8 +8,9 @@
 // spread over every thread; a call walks the row segments of its range.
 //
 // Math (fp32, vectorized per ISA on top of vexp_ftz, the short exponential that flushes results below 2^-125 to
-// 0: every use here is a factor or a denominator that such a value cannot change beyond fp32's own rounding;
-// activation_math_impl.h, shared with the GEMM epilogue):
+// 0: as a denominator's term it changes nothing; as a factor it turns values of magnitude below about 1e-36 into
+// 0 (silu's sigmoid parts for a < -87, gelu's below x = -13); activation_math_impl.h, shared with the GEMM
+// epilogue):
 //   silu(a)       = a / (1 + e^-a); its derivative s + a*s*(1-s) with a sign-symmetric sigmoid
 //                   (m = e^-|a|, s(1-s) = m / (1+m)^2), so nothing overflows or cancels.
 //   gelu (erf)    = x * Phi(x), Phi the normal CDF: for |x| < 1.3 Phi = 1/2 + x*P(x^2) (degree 5), else
