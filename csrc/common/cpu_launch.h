@@ -3,6 +3,9 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 
@@ -25,11 +28,16 @@ inline kernels::cpu::DType cpu_kernel_dtype(const char* op, at::ScalarType t) {
   }
 }
 
+// Rows per task of cpu_for_rows: enough work (~32K elements) to be worth a thread.
+inline int64_t cpu_row_grain(int64_t cols) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(cols, 1));
+}
+
 // Runs fn(begin, end) over rows on torch's intra-op threads, with enough work per task (~32K elements)
 // to be worth a thread, and raises if any call returned an error status.
 template <typename Fn>
 void cpu_for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(cols, 1));
+  const int64_t grain = cpu_row_grain(cols);
   std::atomic<int> status{0};
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     const kernels::cpu::Status s = fn(begin, end);
@@ -37,6 +45,34 @@ void cpu_for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
   });
   TORCH_CHECK(status.load() == 0, "yirage.", op, ": CPU kernel failed with status ", status.load());
 }
+
+// Per-task partial sums of a column reduction done inside cpu_for_rows (a norm's or linear's weight or bias
+// gradient): a zeroed (tasks, cols) buffer in the accumulation type whose row at::get_thread_num() a task adds
+// into. One row when the rows fit one task (small inputs: then no reduction is needed after the kernel), one
+// per thread otherwise; called inside another parallel region, the tasks run inline under that region's thread
+// numbers, so every thread gets a row.
+struct ColumnPartials {
+  at::Tensor acc;  // (tasks, cols); undefined when not wanted
+
+  ColumnPartials(bool wanted, int64_t rows, int64_t cols, const at::TensorOptions& acc_options) {
+    if (!wanted) return;
+    const int64_t threads = at::get_num_threads();
+    const int64_t tasks = at::in_parallel_region()
+                              ? threads
+                              : std::clamp<int64_t>((rows + cpu_row_grain(cols) - 1) / cpu_row_grain(cols), 1, threads);
+    acc = at::zeros({tasks, cols}, acc_options);
+  }
+  // The calling task's row (nullptr when not wanted).
+  void* row() const {
+    if (!acc.defined()) return nullptr;
+    return static_cast<char*>(acc.data_ptr()) + at::get_thread_num() * acc.size(1) * acc.element_size();
+  }
+  // The column sums in `dtype`: (cols,), or an empty tensor when not wanted.
+  at::Tensor sum(at::ScalarType dtype, const at::TensorOptions& empty_options) const {
+    if (!acc.defined()) return at::empty({0}, empty_options);
+    return (acc.size(0) == 1 ? acc.select(0, 0) : acc.sum(0)).to(dtype);
+  }
+};
 
 // The part of a CPU backend policy of the shared glue (ops/*_glue.h) that every op has in common: no device
 // guard, huge pages for new outputs, the dtype mapping. An op's policy derives from it and adds the kernel calls.

@@ -39,11 +39,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
   const int64_t cols = x.size(-1);
   at::Tensor dx = at::empty(x.sizes(), x.options());
   advise_huge_pages(dx);
-  // partial sums of the parameter gradients, one row per thread, in the accumulation type
+  // partial sums of the parameter gradients, one row per task, in the accumulation type
   const auto acc = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-  const int64_t threads = at::get_num_threads();
-  at::Tensor dw_acc = weight_grad ? at::zeros({threads, cols}, acc) : at::Tensor();
-  at::Tensor db_acc = bias_grad ? at::zeros({threads, cols}, acc) : at::Tensor();
+  const int64_t rows = x.numel() / std::max<int64_t>(cols, 1);
+  const ColumnPartials dw_acc(weight_grad, rows, cols, acc), db_acc(bias_grad, rows, cols, acc);
   if (x.numel() > 0) {
     const Rows xr = as_rows(x), gr = as_rows(grad_out);
     const at::Tensor w = contiguous_or_none(weight);
@@ -60,15 +59,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
     p.dtype = cpu_kernel_dtype(op, x.scalar_type());
     cpu_for_rows(op, p.rows, cols, [&](int64_t b0, int64_t e0) {
       k::LayerNormBackward q = p;
-      q.weight_grad_acc = weight_grad ? dw_acc[at::get_thread_num()].data_ptr() : nullptr;
-      q.bias_grad_acc = bias_grad ? db_acc[at::get_thread_num()].data_ptr() : nullptr;
+      q.weight_grad_acc = dw_acc.row();
+      q.bias_grad_acc = db_acc.row();
       return k::layer_norm_backward(q, b0, e0);
     });
   }
-  const auto reduce = [&](bool wanted, const at::Tensor& partial) {
-    return wanted ? partial.sum(0).to(x.scalar_type()) : at::empty({0}, x.options());
-  };
-  return {dx, reduce(weight_grad, dw_acc), reduce(bias_grad, db_acc)};
+  return {dx, dw_acc.sum(x.scalar_type(), x.options()), db_acc.sum(x.scalar_type(), x.options())};
 }
 
 }  // namespace

@@ -80,10 +80,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
     const Rows s = act == Activation::none ? Rows{} : as_rows(*saved);
     if (need_dz && act != Activation::none) dz = at::empty({m, n}, x.options());
     else dz = grad_out.reshape({m, n});
-    // partial column sums, one row per thread, in the accumulation type
+    // partial column sums, one row per task, in the accumulation type
     const auto acc = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-    const int64_t threads = at::get_num_threads();
-    const at::Tensor db_acc = bias_grad ? at::zeros({threads, n}, acc) : at::Tensor();
+    const ColumnPartials db_acc(bias_grad, m, n, acc);
     k::LinearActGrad p;
     p.grad_out = g.tensor.const_data_ptr();
     p.grad_stride = g.stride;
@@ -94,13 +93,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
     p.cols = n;
     p.act = act;
     p.dtype = cpu_kernel_dtype(op, x.scalar_type());
-    char* db_base = bias_grad ? static_cast<char*>(db_acc.data_ptr()) : nullptr;
     cpu_for_rows(op, m, n, [&](int64_t b0, int64_t e0) {
       k::LinearActGrad q = p;
-      if (db_base) q.bias_grad_acc = db_base + at::get_thread_num() * n * db_acc.element_size();
+      q.bias_grad_acc = db_acc.row();
       return k::linear_act_grad(q, b0, e0);
     });
-    if (bias_grad) db = db_acc.sum(0).to(x.scalar_type());
+    if (bias_grad) db = db_acc.sum(x.scalar_type(), x.options());
   } else {
     dz = at::zeros({m, n}, x.options());
   }

@@ -37,10 +37,10 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
   at::Tensor dx = at::empty(x.sizes(), x.options());
   advise_huge_pages(dx);
   const bool has_add = grad_add.has_value() && grad_add->defined();
-  // fp32 partial sums of the weight gradient, one row per thread (fp64 for fp64 inputs)
+  // fp32 partial sums of the weight gradient, one row per task (fp64 for fp64 inputs)
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor dw_acc = weight_grad ? at::zeros({at::get_num_threads(), cols}, x.options().dtype(acc_type))
-                                  : at::Tensor();
+  const ColumnPartials dw_acc(weight_grad, x.numel() / std::max<int64_t>(cols, 1), cols,
+                              x.options().dtype(acc_type));
   if (x.numel() > 0) {
     const Rows xr = as_rows(x), gr = as_rows(grad_out);
     const Rows ar = has_add ? as_rows(*grad_add) : Rows{};
@@ -60,12 +60,11 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
     p.dtype = cpu_kernel_dtype(op, x.scalar_type());
     cpu_for_rows(op, p.rows, cols, [&](int64_t b, int64_t e) {
       k::RmsNormBackward q = p;
-      q.weight_grad_acc = weight_grad ? dw_acc[at::get_thread_num()].data_ptr() : nullptr;
+      q.weight_grad_acc = dw_acc.row();
       return k::rms_norm_backward(q, b, e);
     });
   }
-  at::Tensor dw = weight_grad ? dw_acc.sum(0).to(x.scalar_type()) : at::empty({0}, x.options());
-  return {dx, dw};
+  return {dx, dw_acc.sum(x.scalar_type(), x.options())};
 }
 
 }  // namespace
