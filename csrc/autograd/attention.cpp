@@ -54,9 +54,9 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-    auto [dq, dk, dv] = attention_backward_op().call(grads[0], saved[0], saved[1], saved[2], saved[3], saved[4],
-                                                     ctx->saved_data["causal"].toBool(),
-                                                     ctx->saved_data["scale"].toOptional<double>());
+    auto [dq, dk, dv] = call_backward(attention_backward_op(), grads[0], saved[0], saved[1], saved[2], saved[3],
+                                      saved[4], ctx->saved_data["causal"].toBool(),
+                                      ctx->saved_data["scale"].toOptional<double>());
     return {ctx->needs_input_grad(0) ? dq : at::Tensor(), ctx->needs_input_grad(1) ? dk : at::Tensor(),
             ctx->needs_input_grad(2) ? dv : at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -3,11 +3,13 @@
 // torch::autograd::Function costs several microseconds per call, most of a small op).
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 
 #include <optional>
+#include <utility>
 
 namespace yirage {
 
@@ -26,6 +28,17 @@ inline bool requires_grad(const OptTensor& t) { return t.has_value() && requires
 template <typename... Ts>
 bool needs_graph(const Ts&... inputs) {
   return c10::GradMode::is_enabled() && (requires_grad(inputs) || ...);
+}
+
+// Calls a backward op from an autograd backward. Without create_graph (grad mode off, the usual case) nothing
+// can differentiate its result, so the call goes straight below the Autograd key, past the not-implemented
+// fallback registered there (a boxed call: about a microsecond of a small op's backward); with create_graph it
+// goes through that fallback, so a second backward raises instead of giving zeros.
+template <typename Sig, typename... Args>
+auto call_backward(const c10::TypedOperatorHandle<Sig>& op, Args&&... args) {
+  if (c10::GradMode::is_enabled()) return op.call(std::forward<Args>(args)...);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return op.call(std::forward<Args>(args)...);
 }
 
 }  // namespace yirage

@@ -40,8 +40,8 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
     const at::Tensor& weight = saved[1];
     const bool weight_grad = weight.defined() && ctx->needs_input_grad(1);
     const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    auto [dx, dw, db] = layer_norm_backward_op().call(grads[0], saved[0], as_optional(weight),
-                                                      ctx->saved_data["eps"].toDouble(), weight_grad, bias_grad);
+    auto [dx, dw, db] = call_backward(layer_norm_backward_op(), grads[0], saved[0], as_optional(weight),
+                                      ctx->saved_data["eps"].toDouble(), weight_grad, bias_grad);
     return {dx, weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor(), at::Tensor()};
   }
 };

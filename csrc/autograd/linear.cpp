@@ -56,8 +56,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const bool x_grad = ctx->needs_input_grad(0), weight_grad = ctx->needs_input_grad(1);
     const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
     const std::string activation = ctx->saved_data["activation"].toStringRef();
-    auto [dx, dw, db] = linear_backward_op().call(grads[0], saved[0], saved[1], as_optional(saved[2]), activation,
-                                                  x_grad, weight_grad, bias_grad);
+    auto [dx, dw, db] = call_backward(linear_backward_op(), grads[0], saved[0], saved[1], as_optional(saved[2]),
+                                      activation, x_grad, weight_grad, bias_grad);
     return {x_grad ? dx : at::Tensor(), weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor(), at::Tensor()};
   }
 };

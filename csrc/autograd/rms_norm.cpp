@@ -45,8 +45,8 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& weight = saved[1];
     const bool weight_grad = weight.defined() && ctx->needs_input_grad(1);
-    auto [dx, dw] = rms_norm_backward_op().call(grads[0], saved[0], as_optional(weight),
-                                                ctx->saved_data["eps"].toDouble(), std::nullopt, weight_grad);
+    auto [dx, dw] = call_backward(rms_norm_backward_op(), grads[0], saved[0], as_optional(weight),
+                                  ctx->saved_data["eps"].toDouble(), std::nullopt, weight_grad);
     return {dx, weight_grad ? dw : at::Tensor(), at::Tensor()};
   }
 };
@@ -71,8 +71,8 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& weight = saved[1];
     const bool weight_grad = weight.defined() && ctx->needs_input_grad(2);
-    auto [dh, dw] = rms_norm_backward_op().call(dy, saved[0], as_optional(weight), ctx->saved_data["eps"].toDouble(),
-                                                as_optional(dh_direct), weight_grad);
+    auto [dh, dw] = call_backward(rms_norm_backward_op(), dy, saved[0], as_optional(weight),
+                                  ctx->saved_data["eps"].toDouble(), as_optional(dh_direct), weight_grad);
     return {dh, dh, weight_grad ? dw : at::Tensor(), at::Tensor()};
   }
 };

@@ -49,8 +49,8 @@ class RotaryEmbeddingFunction : public torch::autograd::Function<RotaryEmbedding
     if (!used(0) && !used(1)) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const variable_list saved = ctx->get_saved_variables();
     const auto given = [](bool use, const at::Tensor& t) { return use ? as_optional(t) : std::nullopt; };
-    auto [dq, dk, dcos, dsin] = rotary_embedding_backward_op().call(
-        given(used(0), grads[0]), given(used(1), grads[1]), given(cos_sin_grad, saved[0]),
+    auto [dq, dk, dcos, dsin] = call_backward(
+        rotary_embedding_backward_op(), given(used(0), grads[0]), given(used(1), grads[1]), given(cos_sin_grad, saved[0]),
         given(cos_sin_grad, saved[1]), saved[2], saved[3], ctx->saved_data["interleaved"].toBool(), cos_sin_grad);
     const auto keep = [&](int i, bool computed, at::Tensor& t) {
       return computed && ctx->needs_input_grad(i) ? t : at::Tensor();

@@ -41,7 +41,7 @@ class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Log>> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    return {backward_op<Log>().call(grads[0], saved[0], ctx->saved_data["dim"].toInt()), at::Tensor()};
+    return {call_backward(backward_op<Log>(), grads[0], saved[0], ctx->saved_data["dim"].toInt()), at::Tensor()};
   }
 };
 
