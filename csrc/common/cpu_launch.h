@@ -48,18 +48,17 @@ void cpu_for_rows(const char* op, int64_t rows, int64_t cols, const Fn& fn) {
 
 // Per-task partial sums of a column reduction done inside cpu_for_rows (a norm's or linear's weight or bias
 // gradient): a zeroed (tasks, cols) buffer in the accumulation type whose row at::get_thread_num() a task adds
-// into. One row when the rows fit one task (small inputs: then no reduction is needed after the kernel), one
-// per thread otherwise; called inside another parallel region, the tasks run inline under that region's thread
-// numbers, so every thread gets a row.
+// into. As many rows as cpu_for_rows will run tasks (one for a small input: then no reduction is needed after
+// the kernel), at most one per thread; called inside another parallel region, the tasks run inline under that
+// region's thread numbers, so every thread gets a row.
 struct ColumnPartials {
   at::Tensor acc;  // (tasks, cols); undefined when not wanted
 
   ColumnPartials(bool wanted, int64_t rows, int64_t cols, const at::TensorOptions& acc_options) {
     if (!wanted) return;
-    const int64_t threads = at::get_num_threads();
-    const int64_t tasks = at::in_parallel_region()
-                              ? threads
-                              : std::clamp<int64_t>((rows + cpu_row_grain(cols) - 1) / cpu_row_grain(cols), 1, threads);
+    const int64_t threads = at::get_num_threads(), grain = cpu_row_grain(cols);
+    const int64_t tasks =
+        at::in_parallel_region() ? threads : std::clamp<int64_t>((rows + grain - 1) / grain, 1, threads);
     acc = at::zeros({tasks, cols}, acc_options);
   }
   // The calling task's row (nullptr when not wanted).
