@@ -101,6 +101,7 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
 };
 
 at::Tensor silu_and_mul_autograd(const at::Tensor& x) {
+  check_no_tangents("silu_and_mul", x);
   if (!needs_graph(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return silu_and_mul_op().call(x);
@@ -109,6 +110,7 @@ at::Tensor silu_and_mul_autograd(const at::Tensor& x) {
 }
 
 at::Tensor gelu_and_mul_autograd(const at::Tensor& x, c10::string_view approximate) {
+  check_no_tangents("gelu_and_mul", x);
   if (!needs_graph(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return gelu_and_mul_op().call(x, approximate);
@@ -117,6 +119,7 @@ at::Tensor gelu_and_mul_autograd(const at::Tensor& x, c10::string_view approxima
 }
 
 at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
+  check_no_tangents("gelu", x);
   if (!needs_graph(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return gelu_op().call(x, approximate);
@@ -139,7 +142,7 @@ at::Tensor gated_backward_composite(const at::Tensor& grad_out, const at::Tensor
 }
 
 at::Tensor silu_and_mul_backward_autograd(const at::Tensor& grad_out, const at::Tensor& x) {
-  if (!needs_graph(grad_out, x)) {
+  if (!needs_graph(grad_out, x) && !any_tangent(grad_out, x)) {  // tangents: the composite has a jvp
     at::AutoDispatchBelowADInplaceOrView guard;
     return silu_and_mul_backward_op().call(grad_out, x);
   }
@@ -154,7 +157,7 @@ at::Tensor silu_and_mul_backward_autograd(const at::Tensor& grad_out, const at::
 
 at::Tensor gelu_and_mul_backward_autograd(const at::Tensor& grad_out, const at::Tensor& x,
                                           c10::string_view approximate) {
-  if (!needs_graph(grad_out, x)) {
+  if (!needs_graph(grad_out, x) && !any_tangent(grad_out, x)) {  // tangents: the composite has a jvp
     at::AutoDispatchBelowADInplaceOrView guard;
     return gelu_and_mul_backward_op().call(grad_out, x, approximate);
   }
@@ -166,7 +169,7 @@ at::Tensor gelu_and_mul_backward_autograd(const at::Tensor& grad_out, const at::
 }
 
 at::Tensor gelu_backward_autograd(const at::Tensor& grad_out, const at::Tensor& x, c10::string_view approximate) {
-  if (!needs_graph(grad_out, x)) {
+  if (!needs_graph(grad_out, x) && !any_tangent(grad_out, x)) {  // tangents: the composite has a jvp
     at::AutoDispatchBelowADInplaceOrView guard;
     return gelu_backward_op().call(grad_out, x, approximate);
   }

@@ -64,6 +64,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                               OptDouble scale) {
+  check_no_tangents("attention", q, k, v);
   if (!needs_graph(q, k, v)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return attention_op().call(q, k, v, causal, scale);
@@ -73,6 +74,7 @@ at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at
 
 std::tuple<at::Tensor, at::Tensor> attention_forward_autograd(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v, bool causal, OptDouble scale) {
+  check_no_tangents("attention_forward", q, k, v);
   if (!needs_graph(q, k, v)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return attention_forward_op().call(q, k, v, causal, scale);

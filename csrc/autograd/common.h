@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 
 #include <optional>
 #include <utility>
@@ -28,6 +29,24 @@ inline bool requires_grad(const OptTensor& t) { return t.has_value() && requires
 template <typename... Ts>
 bool needs_graph(const Ts&... inputs) {
   return c10::GradMode::is_enabled() && (requires_grad(inputs) || ...);
+}
+
+// Whether an input carries a forward-mode tangent (torch.func.jvp, torch.autograd.forward_ad).
+inline bool has_tangent(const at::Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
+inline bool has_tangent(const OptTensor& t) { return t.has_value() && has_tangent(*t); }
+
+template <typename... Ts>
+bool any_tangent(const Ts&... inputs) {
+  return (has_tangent(inputs) || ...);
+}
+
+// The ops have no forward-mode derivatives: raise rather than drop a tangent. (Below the Autograd key the
+// kernels return a result without one, which torch.func.jvp reads as a zero tangent.)
+template <typename... Ts>
+void check_no_tangents(const char* op, const Ts&... inputs) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!any_tangent(inputs...), "yirage.", op,
+                              ": forward-mode AD (torch.func.jvp, torch.autograd.forward_ad) is not supported; "
+                              "use reverse mode (backward, torch.func.grad, torch.func.vjp)");
 }
 
 // Calls a backward op from an autograd backward. Without create_graph (grad mode off, the usual case) nothing

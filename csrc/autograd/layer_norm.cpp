@@ -47,6 +47,7 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 };
 
 at::Tensor layer_norm_autograd(const at::Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps) {
+  check_no_tangents("layer_norm", x, weight, bias);
   if (!needs_graph(x, weight, bias)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return layer_norm_op().call(x, weight, bias, eps);

@@ -64,6 +64,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
                            c10::string_view activation) {
+  check_no_tangents("linear", x, weight, bias);
   if (!needs_graph(x, weight, bias)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return linear_op().call(x, weight, bias, activation);

@@ -49,6 +49,7 @@ class MatmulFunction : public torch::autograd::Function<MatmulFunction> {
 };
 
 at::Tensor matmul_autograd(const at::Tensor& a, const at::Tensor& b) {
+  check_no_tangents("matmul", a, b);
   if (!needs_graph(a, b)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return matmul_op().call(a, b);

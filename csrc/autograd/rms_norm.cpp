@@ -78,6 +78,7 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
 };
 
 at::Tensor rms_norm_autograd(const at::Tensor& x, const OptTensor& weight, double eps) {
+  check_no_tangents("rms_norm", x, weight);
   if (!needs_graph(x, weight)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return rms_norm_op().call(x, weight, eps);
@@ -87,6 +88,7 @@ at::Tensor rms_norm_autograd(const at::Tensor& x, const OptTensor& weight, doubl
 
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_autograd(const at::Tensor& x, const at::Tensor& residual,
                                                                const OptTensor& weight, double eps) {
+  check_no_tangents("fused_add_rms_norm", x, residual, weight);
   if (!needs_graph(x, residual, weight)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return fused_add_rms_norm_op().call(x, residual, weight, eps);

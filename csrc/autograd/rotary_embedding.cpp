@@ -49,9 +49,10 @@ class RotaryEmbeddingFunction : public torch::autograd::Function<RotaryEmbedding
     if (!used(0) && !used(1)) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const variable_list saved = ctx->get_saved_variables();
     const auto given = [](bool use, const at::Tensor& t) { return use ? as_optional(t) : std::nullopt; };
-    auto [dq, dk, dcos, dsin] = call_backward(
-        rotary_embedding_backward_op(), given(used(0), grads[0]), given(used(1), grads[1]), given(cos_sin_grad, saved[0]),
-        given(cos_sin_grad, saved[1]), saved[2], saved[3], ctx->saved_data["interleaved"].toBool(), cos_sin_grad);
+    auto [dq, dk, dcos, dsin] =
+        call_backward(rotary_embedding_backward_op(), given(used(0), grads[0]), given(used(1), grads[1]),
+                      given(cos_sin_grad, saved[0]), given(cos_sin_grad, saved[1]), saved[2], saved[3],
+                      ctx->saved_data["interleaved"].toBool(), cos_sin_grad);
     const auto keep = [&](int i, bool computed, at::Tensor& t) {
       return computed && ctx->needs_input_grad(i) ? t : at::Tensor();
     };
@@ -63,6 +64,7 @@ class RotaryEmbeddingFunction : public torch::autograd::Function<RotaryEmbedding
 std::tuple<at::Tensor, at::Tensor> rotary_embedding_autograd(const at::Tensor& q, const at::Tensor& k,
                                                              const at::Tensor& cos, const at::Tensor& sin,
                                                              bool interleaved) {
+  check_no_tangents("rotary_embedding", q, k, cos, sin);
   if (!needs_graph(q, k, cos, sin)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return rotary_embedding_op().call(q, k, cos, sin, interleaved);

@@ -47,6 +47,7 @@ class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Log>> {
 
 template <bool Log>
 at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim) {
+  check_no_tangents(Log ? "log_softmax" : "softmax", x);
   if (!needs_graph(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return forward_op<Log>().call(x, dim);

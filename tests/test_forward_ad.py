@@ -1,0 +1,85 @@
+"""Forward-mode AD (torch.func.jvp, torch.autograd.forward_ad): the ops have no forward-mode derivatives, so a
+tangent on any input is a clear NotImplementedError naming the op, never a silently dropped tangent (below the
+Autograd key the kernels return a result without one, which torch.func.jvp would read as a zero jvp). The
+activation backward ops are the exception: their differentiable composites carry tangents, and their jvps
+are checked against finite differences."""
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+import yirage_ext as yr
+
+OPS = torch.ops.yirage
+F64 = dict(dtype=torch.float64)
+
+
+def _cases():
+    x = torch.randn(4, 8, **F64)
+    w = torch.rand(8, **F64) + 0.5
+    q = torch.randn(1, 2, 5, 8, **F64)
+    qr = torch.randn(1, 5, 2, 8, **F64)
+    cos, sin = torch.randn(5, 4, **F64), torch.randn(5, 4, **F64)
+    weight = torch.randn(3, 8, **F64)
+    return {
+        # name: (inputs, fn of them)
+        "silu_and_mul": ([x], lambda a: yr.silu_and_mul(a)),
+        "gelu_and_mul": ([x], lambda a: yr.gelu_and_mul(a, "tanh")),
+        "gelu": ([x], lambda a: yr.gelu(a)),
+        "rms_norm": ([x, w], lambda a, b: yr.rms_norm(a, b)),
+        "fused_add_rms_norm": ([x, x.clone(), w], lambda a, r, b: yr.fused_add_rms_norm(a, r, b)[0]),
+        "layer_norm": ([x, w, w.clone()], lambda a, b, c: yr.layer_norm(a, b, c)),
+        "softmax": ([x], lambda a: yr.softmax(a, 0)),
+        "log_softmax": ([x], lambda a: yr.log_softmax(a)),
+        "rotary_embedding": ([qr, qr.clone(), cos, sin], lambda a, b, c, s: yr.rotary_embedding(a, b, c, s)[0]),
+        "matmul": ([x, weight.T.contiguous()], lambda a, b: yr.matmul(a, b)),
+        "linear": ([x, weight], lambda a, b: yr.linear(a, b, None, "gelu")),
+        "attention": ([q, q.clone(), q.clone()], lambda a, b, c: yr.attention(a, b, c, causal=True)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_cases()))
+def test_jvp_is_a_clear_error(name):
+    inputs, fn = _cases()[name]
+    op = name.split("_and_mul")[0] + "_and_mul" if "_and_mul" in name else name
+    for i in range(len(inputs)):  # a tangent on any one input
+        tangents = [torch.zeros_like(t) for t in inputs]
+        tangents[i] = torch.randn_like(inputs[i])
+        with pytest.raises(NotImplementedError, match=rf"yirage\.{op}: forward-mode AD .* is not supported"):
+            torch.func.jvp(fn, tuple(inputs), tuple(tangents))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["plain", "requires_grad"])
+def test_dual_tensor_is_a_clear_error(requires_grad):
+    x = torch.randn(3, 8, **F64).requires_grad_(requires_grad)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.randn_like(x))
+        with pytest.raises(NotImplementedError, match=r"yirage\.softmax: forward-mode AD"):
+            OPS.softmax(dual, -1)
+
+
+def test_no_tangent_runs_as_before():
+    """Inside a dual level, inputs without tangents run the kernels as usual."""
+    x = torch.randn(3, 8, **F64)
+    with fwAD.dual_level():
+        torch.testing.assert_close(OPS.softmax(x, -1), torch.softmax(x, -1))
+
+
+BACKWARD_OPS = {
+    "silu_and_mul_backward": lambda g, x: OPS.silu_and_mul_backward(g, x),
+    "gelu_and_mul_backward": lambda g, x: OPS.gelu_and_mul_backward(g, x, "none"),
+    "gelu_backward": lambda g, x: OPS.gelu_backward(g, x, "tanh"),
+}
+
+
+@pytest.mark.parametrize("name", list(BACKWARD_OPS))
+def test_activation_backward_jvp_matches_finite_differences(name):
+    fn = BACKWARD_OPS[name]
+    x = torch.randn(3, 8, **F64)
+    g = torch.randn(3, 8 if name == "gelu_backward" else 4, **F64)
+    tx, tg = torch.randn_like(x), torch.randn_like(g)
+    out, jvp = torch.func.jvp(fn, (g, x), (tg, tx))
+    torch.testing.assert_close(out, fn(g, x))
+    h = 1e-6
+    fd = (fn(g + h * tg, x + h * tx) - fn(g - h * tg, x - h * tx)) / (2 * h)
+    torch.testing.assert_close(jvp, fd, rtol=1e-6, atol=1e-7)
+    assert jvp.abs().max() > 0  # a dropped tangent would be all zeros
