@@ -46,7 +46,7 @@ template <typename... Ts>
 void check_no_tangents(const char* op, const Ts&... inputs) {
   TORCH_CHECK_NOT_IMPLEMENTED(!any_tangent(inputs...), "yirage.", op,
                               ": forward-mode AD (torch.func.jvp, torch.autograd.forward_ad) is not supported; "
-                              "use reverse mode (backward, torch.func.grad, torch.func.vjp)");
+                              "use reverse mode (Tensor.backward, torch.autograd.grad)");
 }
 
 // Calls a backward op from an autograd backward. Without create_graph (grad mode off, the usual case) nothing

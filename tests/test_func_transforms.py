@@ -1,8 +1,11 @@
-"""Forward-mode AD (torch.func.jvp, torch.autograd.forward_ad): the ops have no forward-mode derivatives, so a
+"""torch.func transforms and forward-mode AD.
+
+Forward-mode AD (torch.func.jvp, torch.autograd.forward_ad): the ops have no forward-mode derivatives, so a
 tangent on any input is a clear NotImplementedError naming the op, never a silently dropped tangent (below the
 Autograd key the kernels return a result without one, which torch.func.jvp would read as a zero jvp). The
 activation backward ops are the exception: their differentiable composites carry tangents, and their jvps
-are checked against finite differences."""
+are checked against finite differences. torch.func.grad stops with torch's error for C++ autograd Functions;
+torch.func.vmap runs the ops per sample (torch's fallback) and must match a loop."""
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -83,3 +86,19 @@ def test_activation_backward_jvp_matches_finite_differences(name):
     fd = (fn(g + h * tg, x + h * tx) - fn(g - h * tg, x - h * tx)) / (2 * h)
     torch.testing.assert_close(jvp, fd, rtol=1e-6, atol=1e-7)
     assert jvp.abs().max() > 0  # a dropped tangent would be all zeros
+
+
+def test_func_grad_is_a_clear_error():
+    x = torch.randn(3, 8, **F64)
+    with pytest.raises(RuntimeError, match=r"C\+\+ torch::autograd::Function with functorch transforms"):
+        torch.func.grad(lambda a: yr.softmax(a, -1).pow(2).sum())(x)
+
+
+@pytest.mark.filterwarnings("ignore:.*batching rule")
+@pytest.mark.parametrize("name", ["silu_and_mul", "gelu", "rms_norm", "layer_norm", "softmax", "log_softmax"])
+def test_vmap_matches_a_loop(name):
+    inputs, fn = _cases()[name]
+    batch = torch.randn(5, *inputs[0].shape, **F64)
+    rest = inputs[1:]
+    got = torch.func.vmap(lambda a: fn(a, *rest))(batch)
+    torch.testing.assert_close(got, torch.stack([fn(b, *rest) for b in batch]))
