@@ -23,6 +23,16 @@ def assert_grad_close(actual, expected, dtype, what):
     torch.testing.assert_close(actual.double(), expected, atol=tol, rtol=GRAD_TOL[dtype], msg=lambda m: f"{what}: {m}")
 
 
+def small_f64_inputs():
+    """Small float64 inputs of every op, shared by the tests of autograd mechanics (double backward, torch.func):
+    x (4, 8), w (8,) positive, q (1, 2, 5, 8) in attention's layout, qr (1, 5, 2, 8) in rotary's, cos and sin
+    (5, 4), a linear weight (3, 8)."""
+    f64 = dict(dtype=torch.float64)
+    return dict(x=torch.randn(4, 8, **f64), w=torch.rand(8, **f64) + 0.5, q=torch.randn(1, 2, 5, 8, **f64),
+                qr=torch.randn(1, 5, 2, 8, **f64), cos=torch.randn(5, 4, **f64), sin=torch.randn(5, 4, **f64),
+                weight=torch.randn(3, 8, **f64))
+
+
 def portable(op, *args):
     """Runs an op's PrivateUse1 (portable) kernel on CPU tensors."""
     return op.default.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1), *args)

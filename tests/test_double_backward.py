@@ -6,17 +6,14 @@ import pytest
 import torch
 
 import yirage_ext as yr
+from _helpers import small_f64_inputs
 
 F64 = dict(dtype=torch.float64)
 
 
 def _cases():
-    x = torch.randn(4, 8, **F64)
-    w = torch.rand(8, **F64) + 0.5
-    q = torch.randn(1, 2, 5, 8, **F64)
-    qr = torch.randn(1, 5, 2, 8, **F64)
-    cos, sin = torch.randn(5, 4, **F64), torch.randn(5, 4, **F64)
-    weight = torch.randn(3, 8, **F64)
+    t = small_f64_inputs()
+    x, w, q, qr, cos, sin, weight = (t[k] for k in ("x", "w", "q", "qr", "cos", "sin", "weight"))
     return {
         # name: (inputs that require grad, fn of them -> output, the backward op named in the error)
         "rms_norm": ([x, w], lambda a, b: yr.rms_norm(a, b), "rms_norm_backward"),

@@ -11,18 +11,15 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 import yirage_ext as yr
+from _helpers import small_f64_inputs
 
 OPS = torch.ops.yirage
 F64 = dict(dtype=torch.float64)
 
 
 def _cases():
-    x = torch.randn(4, 8, **F64)
-    w = torch.rand(8, **F64) + 0.5
-    q = torch.randn(1, 2, 5, 8, **F64)
-    qr = torch.randn(1, 5, 2, 8, **F64)
-    cos, sin = torch.randn(5, 4, **F64), torch.randn(5, 4, **F64)
-    weight = torch.randn(3, 8, **F64)
+    t = small_f64_inputs()
+    x, w, q, qr, cos, sin, weight = (t[k] for k in ("x", "w", "q", "qr", "cos", "sin", "weight"))
     return {
         # name: (inputs, fn of them)
         "silu_and_mul": ([x], lambda a: yr.silu_and_mul(a)),
