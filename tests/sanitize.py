@@ -148,7 +148,7 @@ OPS_TABLE = {
                        lambda q, k, v: attention_ref(q, k, v, True), None,
                        [("B1-H4x2-S70x130-D128", _attn(1, 4, 2, 70, 130, 128), False),
                         ("B1-H4x2-S70x130-D256", _attn(1, 4, 2, 70, 130, 256), False)]),
-    # decode: one query per head against 600 keys (the split-KV forward and its combine kernel, if it splits)
+    # decode: one query per head against 600 keys (2 key splits, merged by the last block of each tile)
     "attention_decode": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
                          lambda q, k, v: attention_ref(q, k, v, True), None,
                          [("B1-H4x2-S1x600-D64", _attn(1, 4, 2, 1, 600, 64), False)]),

@@ -379,15 +379,48 @@ def test_cuda_native_kernels_run(dtype, head_dim):
     assert ran(names, NATIVE_BWD), f"no {NATIVE_BWD} kernel among {sorted(names)}"
 
 
+DECODE_SPLIT_SHAPES = [(1, 32, 8, 1, 32768, 128, False), (1, 32, 8, 1, 20000, 64, False),
+                       (1, 16, 1, 1, 9000, 256, False), (2, 32, 8, 3, 4097, 128, True), (1, 16, 1, 1, 3000, 64, True)]
+
+
+@pytest.mark.parametrize("case", DECODE_SPLIT_SHAPES, ids=lambda c: shape_id(c[:6]) + ("-causal" if c[6] else "-full"))
+def test_cuda_decode_split_merge(case):
+    # decode shapes with few query tiles and many keys: the keys are split over blocks and the last block of
+    # each query tile to finish merges the splits (no flash_attention_combine launch on sm_80+). Its counters
+    # must come back to zero: a second call gives the same bits, and so do calls on two streams at once.
+    *shape, causal = case
+    q, k, v = make(*shape, torch.bfloat16, seed=24)
+    names = kernels_run(lambda: OPS.attention_forward(q, k, v, causal, None))
+    if torch.cuda.get_device_capability()[0] >= 8:
+        assert ran(names, NATIVE_FWD) and not ran(names, COMBINE), sorted(names)
+    out, lse = check_forward(q, k, v, causal)
+    for _ in range(3):
+        again = OPS.attention_forward(q, k, v, causal, None)
+        assert torch.equal(again[0], out) and torch.equal(again[1], lse), "a repeated call differs"
+    q2, k2, v2 = make(*shape, torch.bfloat16, seed=25)
+    want2 = OPS.attention_forward(q2, k2, v2, causal, None)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for st in streams:
+        st.wait_stream(torch.cuda.current_stream())
+    got = [[], []]
+    for _ in range(4):  # both streams busy with the same op at once
+        for st, args, dst in zip(streams, ((q, k, v), (q2, k2, v2)), got):
+            with torch.cuda.stream(st):
+                dst.append(OPS.attention_forward(*args, causal, None))
+    torch.cuda.synchronize()
+    for dst, want in zip(got, ((out, lse), want2)):
+        for o, l in dst:
+            assert torch.equal(o, want[0]) and torch.equal(l, want[1]), "a call on a second stream differs"
+
+
 def test_cuda_decode_split_kv():
-    # decode: one query per head against 4096 keys; the forward may split the keys over blocks and combine
-    # them (flash_attention_combine) or not, depending on its heuristic: only the result is asserted
+    # decode: one query per head against 4096 keys; the forward may split the keys over blocks or not,
+    # depending on its heuristic: only the result is asserted
     q, k, v = make(1, 32, 8, 1, 4096, 128, torch.bfloat16, seed=18)
     names = kernels_run(lambda: OPS.attention_forward(q, k, v, False, None))
     if torch.cuda.get_device_capability()[0] >= 8:
         assert ran(names, NATIVE_FWD), f"no {NATIVE_FWD} kernel among {sorted(names)}"
-    print(f"decode kernels: {sorted(n for n in names if 'flash_attention' in n)} "
-          f"(combine {'ran' if ran(names, COMBINE) else 'did not run'})")
+    print(f"decode kernels: {sorted(n for n in names if 'flash_attention' in n)}")
     for causal in (False, True):  # Sq = 1: causal sees every key
         check_forward(q, k, v, causal)
     # a batch of decode rows: every split heuristic branch with more query tiles
@@ -442,7 +475,8 @@ def test_cuda_compile_fullgraph():
                                    rtol=GRAD_TOL[torch.bfloat16])
 
 
-GRAPH_SHAPES = [(1, 8, 2, 300, 300, 128, True), (2, 32, 8, 1, 4096, 128, False), (1, 4, 4, 70, 130, 64, True)]
+GRAPH_SHAPES = [(1, 8, 2, 300, 300, 128, True), (2, 32, 8, 1, 4096, 128, False), (1, 4, 4, 70, 130, 64, True),
+                (1, 32, 8, 1, 32768, 128, False)]
 
 
 def _capture(fn, args):

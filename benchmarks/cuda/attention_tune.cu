@@ -62,7 +62,12 @@ int main(int argc, char** argv) {
   int dev_sms; CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0));
   a.num_splits = splits > 0 ? splits : attention_forward_splits(a.shape, dev_sms);
   if (a.num_splits > 1) { CK(cudaMalloc(&so, (int64_t)a.num_splits * B * Hq * Sq * D * 4)); CK(cudaMalloc(&sl, (int64_t)a.num_splits * B * Hq * Sq * 4)); a.split_out = so; a.split_lse = sl; }
-  CK(launch_forward<bf16, Cfg>(a, 0)); CK(cudaDeviceSynchronize());
+  // FUSED=0: the separate combine kernel; MEMSET=1: the counters zeroed before every call (else once)
+  const bool fused = !getenv("FUSED") || atoi(getenv("FUSED")) != 0, memset_each = getenv("MEMSET") && atoi(getenv("MEMSET")) != 0;
+  unsigned* cnt = nullptr; const int64_t ncnt = (int64_t)B * Hq * Sq;
+  if (a.num_splits > 1 && fused) { CK(cudaMalloc(&cnt, ncnt * 4)); CK(cudaMemset(cnt, 0, ncnt * 4)); a.split_count = cnt; }
+  auto launch = [&]() { if (memset_each && cnt) cudaMemsetAsync(cnt, 0, ncnt * 4, 0); return launch_forward<bf16, Cfg>(a, 0); };
+  CK(launch()); CK(cudaDeviceSynchronize());
   double err = 0; bool checked = false;
   if ((int64_t)B * Hq * Sq <= 65536 && Sk <= 8192) {
     float* r; CK(cudaMalloc(&r, nq * 4));
@@ -74,15 +79,15 @@ int main(int argc, char** argv) {
     checked = true; cudaFree(r);
   }
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) CK(launch_forward<bf16, Cfg>(a, 0));
+  for (int i = 0; i < 3; ++i) CK(launch());
   cudaEventRecord(e0);
-  for (int i = 0; i < iters; ++i) launch_forward<bf16, Cfg>(a, 0);
+  for (int i = 0; i < iters; ++i) launch();
   cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
   float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
   double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
   double kv_bytes = 2.0 * nk * 2;
-  printf("cfg D%d WM%d MT%d WN%d BN%d ST%d smem %d | B%d Hq%d Hk%d Sq%d Sk%d causal%d splits%d | %.4f ms %.1f TFLOP/s %.0f GB/s(kv) | maxerr %s %.2e\n",
-         CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST, Cfg::kSmem, B, Hq, Hk, Sq, Sk, (int)causal, a.num_splits, ms,
+  printf("%s%s cfg D%d WM%d MT%d WN%d BN%d ST%d smem %d | B%d Hq%d Hk%d Sq%d Sk%d causal%d splits%d | %.4f ms %.1f TFLOP/s %.0f GB/s(kv) | maxerr %s %.2e\n",
+         cnt ? "fused" : "combine", memset_each ? "+memset" : "", CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST, Cfg::kSmem, B, Hq, Hk, Sq, Sk, (int)causal, a.num_splits, ms,
          flops / ms / 1e9, kv_bytes / ms / 1e6, checked ? "" : "(unchecked)", err);
   return 0;
 }

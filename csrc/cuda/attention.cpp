@@ -10,7 +10,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <tuple>
 #include <vector>
 
@@ -56,6 +58,29 @@ const AttentionDevice& attention_device(int index) {
   }
   static const AttentionDevice none{};
   return index >= 0 && index < static_cast<int>(cache.size()) ? cache[index] : none;
+}
+
+// The split counters of the forward (kcu::AttentionForward::split_count, at least n): zero on entry, left zero
+// by the kernel. Outside CUDA-graph capture, one buffer per (device, stream) serves every call on that stream
+// (stream order keeps its calls apart; calls on two streams never share counters), zeroed once when it is made
+// or grown. While the stream is being captured, a fresh zeroed buffer per call: the graph then holds its
+// memset, and a replay never depends on the state of a buffer outside the graph. The cached buffers are never
+// freed (a few bytes per stream; freeing at exit could run after the CUDA runtime is gone).
+unsigned* split_counters(const at::Tensor& like, int64_t n, at::Tensor& fresh) {
+  const cudaStream_t stream = current_stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_launch("attention", cudaStreamIsCapturing(stream, &capture));
+  const auto zeros = [&](int64_t count) { return at::zeros({count}, like.options().dtype(at::kInt)); };
+  if (capture != cudaStreamCaptureStatusNone) {
+    fresh = zeros(n);
+    return reinterpret_cast<unsigned*>(fresh.data_ptr<int>());
+  }
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& buf = (*cache)[{static_cast<int>(like.device().index()), stream}];
+  if (!buf.defined() || buf.numel() < n) buf = zeros(std::max<int64_t>(n, 2 * (buf.defined() ? buf.numel() : 64)));
+  return reinterpret_cast<unsigned*>(buf.data_ptr<int>());
 }
 
 bool attention_cuda_native(const at::Tensor& q) {
@@ -112,13 +137,14 @@ std::tuple<at::Tensor, at::Tensor> attention_forward_cuda_impl(const char* op, c
   p.out = out.data_ptr();
   p.lse = want_lse ? lse.data_ptr<float>() : nullptr;
   p.num_splits = kcu::attention_forward_splits(p.shape, attention_device(q.device().index()).sm_count);
-  at::Tensor split_out, split_lse;
+  at::Tensor split_out, split_lse, split_count;
   if (p.num_splits > 1) {  // workspace from the caching allocator (CUDA-graph safe)
     const int64_t rows = q.size(0) * q.size(1) * q.size(2);
     split_out = at::empty({p.num_splits, rows, q.size(3)}, q.options().dtype(at::kFloat));
     split_lse = at::empty({p.num_splits, rows}, q.options().dtype(at::kFloat));
     p.split_out = split_out.data_ptr<float>();
     p.split_lse = split_lse.data_ptr<float>();
+    p.split_count = split_counters(q, rows, split_count);
   }
   check_launch(op, kcu::attention_forward(p, current_stream()));
   return {out, lse};

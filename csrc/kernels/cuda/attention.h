@@ -41,11 +41,15 @@ struct AttentionForward {
   void* out = nullptr;    // (B, Hq, Sq, D), contiguous
   float* lse = nullptr;   // (B, Hq, Sq), contiguous, natural-log log-sum-exp; nullptr: not written
   // Split-KV (flash-decoding): with num_splits > 1 the keys are divided among num_splits blocks per query
-  // tile, each writing a partial result to the workspace, and a second kernel combines them.
+  // tile, each writing a partial result to the workspace; the last block of a tile to finish merges them.
   // split_out: (num_splits, B * Hq * Sq, D) fp32; split_lse: (num_splits, B * Hq * Sq) fp32.
+  // split_count: B * Hq * Sq uint32 counters (at least one per query tile), zero on entry and left zero on
+  // return (the kernel resets each one it uses), so one zeroed buffer may serve every call of a stream;
+  // nullptr: a second kernel merges the splits.
   int num_splits = 1;
   float* split_out = nullptr;
   float* split_lse = nullptr;
+  unsigned* split_count = nullptr;
 };
 
 struct AttentionBackward {

@@ -1,7 +1,8 @@
 // Flash attention forward on tensor cores (FlashAttention-2 scheme, mma.sync m16n8k16, fp32 accumulation):
 // prefill and decode, fp16/bf16, head dims 64/128/256. The kernel is in attention_fwd_kernel.cuh; here: the
-// configurations per head dim (prefill / decode), the split-KV heuristic and combine kernel, the launch, and
-// the entry points of attention.h.
+// configurations per head dim (prefill / decode), the split-KV heuristic, the combine kernel (prefill splits, or
+// no counters given; decode blocks merge their splits themselves: split_merge), the launch, and the entry
+// points of attention.h.
 #include "compat.cuh"
 
 #include "attention.h"
@@ -27,8 +28,8 @@ namespace yirage::kernels::cuda {
 namespace {
 
 
-// Merges the key splits of every row: out = sum_s exp(lse_s - lse) out_s, lse = log sum_s exp(lse_s).
-// One block per row. The split weights go to shared memory first; then each thread takes one 4-column chunk
+// Merges the key splits of every row: out = sum_s exp(lse_s - lse) out_s, lse = log sum_s exp(lse_s), for the
+// configurations that do not merge in the split kernel (see split_merge_fits). One block per row. The split weights go to shared memory first; then each thread takes one 4-column chunk
 // of every groups-th split (groups = kCombineThreads / (d / 4)), so a row's splits are read by independent
 // loads, many in flight, and the groups' partial sums meet in shared memory. (One warp per row walking the
 // splits in turn was bound by load latency: 18.8 us for 32 rows x 32 splits on an H100, 40% of the split
@@ -143,6 +144,8 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   p.out = a.out; p.lse = a.lse;
   p.num_splits = std::max(1, a.num_splits);
   p.split_out = a.split_out; p.split_lse = a.split_lse;
+  // the blocks merge the splits themselves where the glue gave counters and the weights fit shared memory
+  p.split_count = p.num_splits > 1 && split_merge_fits<Cfg>(p.num_splits) ? a.split_count : nullptr;
   p.heads_k = static_cast<int>(s.heads_k);
   p.group = static_cast<int>(s.heads_q / s.heads_k);
   p.seq_q = static_cast<int>(s.seq_q);
@@ -163,7 +166,7 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
-  if (p.num_splits > 1) {
+  if (p.num_splits > 1 && p.split_count == nullptr) {
     static_assert(kCombineThreads % (Cfg::kD / 4) == 0, "whole 4-column chunks per group of the combine");
     {
       flash_attention_combine_kernel<T><<<static_cast<unsigned>(p.rows_all), kCombineThreads,

@@ -58,12 +58,80 @@ struct FwdParams {
   float* lse;
   float* split_out;
   float* split_lse;
+  unsigned* split_count;  // nullptr: a separate kernel merges the splits; see AttentionForward::split_count
   int64_t rows;      // R = G * Sq stacked query rows per key/value head
   int64_t rows_all;  // B * Hq * Sq
   int heads_k, group, seq_q, seq_k, num_splits, batch_offset;
   float scale_log2;  // scale * log2(e)
   bool causal;
 };
+
+// Whether the blocks merge the key splits themselves: decode configurations (kWarpsN > 1; in the prefill ones
+// the merge's code costs the main loop registers: ptxas spilled 52-84 bytes instead of 8), and where the split
+// weights of a tile's rows fit the kernel's shared memory.
+template <typename Cfg>
+constexpr bool split_merge_fits(int num_splits) {
+  return Cfg::kWarpsN > 1 && (static_cast<int64_t>(Cfg::kBlockM) * num_splits + Cfg::kBlockM) * 4 <= Cfg::kSmem;
+}
+
+// Merges the num_splits partial results of `rows` consecutive rows from grow0 (the rows of one query tile):
+// out = sum_s exp(lse_s - lse) out_s, lse = log sum_s exp(lse_s). The partials were written by other blocks:
+// they are read through L2 (__ldcg), never from this SM's L1. A warp per row turns the split lse into weights
+// (shared memory); then each thread takes 4 columns of a row and reads the splits kBatch at a time (independent
+// loads in flight: L2 latency, not bandwidth, bounds this step).
+template <typename T, typename Cfg>
+__device__ __forceinline__ void split_merge(const FwdParams& p, int64_t grow0, int rows, float* s_w) {
+  constexpr int kD = Cfg::kD, kWarps = Cfg::kThreads / 32, kC4 = kD / 4, kBatch = 8;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, S = p.num_splits;
+  float* s_inv = s_w + Cfg::kBlockM * S;  // [rows]: 1 / sum of the weights (0: no key seen)
+  for (int r = warp; r < rows; r += kWarps) {
+    const float* l_row = p.split_lse + grow0 + r;
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, __ldcg(l_row + s * p.rows_all));
+    mx = warp_max(mx);
+    float l = 0.f;
+    for (int s = lane; s < S; s += 32) {
+      const float x = __ldcg(l_row + s * p.rows_all);
+      const float w = x == -INFINITY ? 0.f : __expf(x - mx);
+      s_w[r * S + s] = w;
+      l += w;
+    }
+    l = warp_sum(l);
+    if (lane == 0) {
+      s_inv[r] = l > 0.f ? 1.f / l : 0.f;
+      if (p.lse != nullptr) p.lse[grow0 + r] = l > 0.f ? mx + __logf(l) : -INFINITY;
+    }
+  }
+  __syncthreads();
+  const int64_t split_step = p.rows_all * kC4;  // float4s from one split's row to the next's
+  for (int c = tid; c < rows * kC4; c += Cfg::kThreads) {
+    const int r = c / kC4, c4 = c % kC4;
+    const float4* src = reinterpret_cast<const float4*>(p.split_out + (grow0 + r) * kD) + c4;
+    const float* w = s_w + r * S;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < S; s0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        v[j] = s0 + j < S ? __ldcg(src + (s0 + j) * split_step) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float ws = s0 + j < S ? w[s0 + j] : 0.f;
+        if (ws != 0.f) {
+          acc.x += ws * v[j].x; acc.y += ws * v[j].y; acc.z += ws * v[j].z; acc.w += ws * v[j].w;
+        }
+      }
+    }
+    const float inv = s_inv[r];
+    Vec<T, 4> o;
+    o.v[0] = from_acc<T>(acc.x * inv);
+    o.v[1] = from_acc<T>(acc.y * inv);
+    o.v[2] = from_acc<T>(acc.z * inv);
+    o.v[3] = from_acc<T>(acc.w * inv);
+    *reinterpret_cast<Vec<T, 4>*>(static_cast<T*>(p.out) + (grow0 + r) * kD + 4 * c4) = o;
+  }
+}
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(const FwdParams p) {
@@ -372,6 +440,25 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
       dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
       if (c8 == 0) p.split_lse[split * p.rows_all + grow] = lse;
     }
+  }
+  if constexpr (Cfg::kWarpsN > 1) {
+  if (p.num_splits > 1 && p.split_count != nullptr) {
+    // The block that finishes its tile's splits last merges them (CUDA's threadFenceReduction pattern): every
+    // thread's partial rows are made visible device-wide, then one thread counts the block in; the counter
+    // goes back to 0 for the next call on the stream (or the next replay of a CUDA graph).
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();  // also: the epilogue's shared tile is free
+    if (tid == 0) {
+      unsigned* count = p.split_count + (static_cast<int64_t>(b) * p.heads_k + hk) * gridDim.x + blockIdx.x;
+      s_last = atomicAdd(count, 1u) + 1u == static_cast<unsigned>(p.num_splits);
+      if (s_last) *count = 0u;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    split_merge<T, Cfg>(p, out_row0 + m0, static_cast<int>(row_end - m0), reinterpret_cast<float*>(smem));
+  }
   }
 #endif
 }
