@@ -173,7 +173,8 @@ def test_cuda_gradients_more_shapes(case, causal):
 
 # The narrow backward tiles (what GPUs with 99 KB of shared memory per block run) on a GPU where the wide ones fit:
 # each head dim, GQA, odd lengths and Sq != Sk, causal and not.
-NARROW_TILE = {64: "BwdTile<128, 64, 1, 16, 1>", 128: "BwdTile<64, 32, 1, 16, 1>", 256: "BwdTile<64, 32, 2, 16, 1>"}
+NARROW_TILE = {64: "BwdTile<128, 64, 1, 16, 1, false>", 128: "BwdTile<64, 32, 1, 16, 1, false>",
+               256: "BwdTile<64, 32, 2, 16, 1, false>"}
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
   extern __shared__ __align__(128) unsigned char bwd_smem[];
   const uint32_t s_base = smem_u32(bwd_smem);
   const uint32_t sK = s_base + Tr::kOffK, sV = s_base + Tr::kOffV, sDS = s_base + Tr::kOffDS, sP = s_base + Tr::kOffP;
-  float* s_lse = reinterpret_cast<float*>(bwd_smem + Tr::kOffLse);      // [2][kBlockM], log2 units, +inf: P = 0
+  float* s_lse = reinterpret_cast<float*>(bwd_smem + Tr::kOffLse);      // [2][kBlockM]: lse (see walk.load)
   float* s_delta = reinterpret_cast<float*>(bwd_smem + Tr::kOffDelta);  // [2][kBlockM]
   int* s_lim = reinterpret_cast<int*>(bwd_smem + Tr::kOffLim);          // [2][kBlockM]: last visible key - n_base
 
@@ -87,21 +87,33 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
     }
   }
 
+  // Two stages of query tiles: while tile m is computed on, tile m + 1's copies are in flight. kAsyncRows
+  // tiles issue them after the barrier that opens tile m (the lse and delta rows among them, see
+  // BwdQueryWalk::load); the others before it, as soon as the barrier closing tile m - 1 has freed the stage.
   walk.next();
   if (!walk.done()) load(0);
   cp_async_commit();  // group: K, V and the first query tile
   int stage = 0;
   while (!walk.done()) {
     const int64_t m = walk.m;
-    walk.step();
-    walk.next();
-    if (!walk.done()) load(stage ^ 1);  // stage ^ 1 was freed by the last barrier
-    cp_async_commit();
-    cp_async_wait<1>();  // this thread's copies of tile m (and K, V) have landed
-    __syncthreads();     // ... and everyone's
+    if constexpr (Tr::kAsyncRows) {
+      cp_async_wait<0>();  // this thread's copies of tile m (and K, V) have landed
+      __syncthreads();     // ... and everyone's
+      walk.step();
+      walk.next();
+      if (!walk.done()) load(stage ^ 1);
+      cp_async_commit();
+    } else {
+      walk.step();
+      walk.next();
+      if (!walk.done()) load(stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();  // this thread's copies of tile m (and K, V) have landed
+      __syncthreads();     // ... and everyone's
+    }
 
     const uint32_t sQ = s_base + Tr::kOffQ + stage * Tr::kQ, sDO = s_base + Tr::kOffDO + stage * Tr::kQ;
-    const float* lse2 = s_lse + stage * kBlockM;
+    const float* lse_row = s_lse + stage * kBlockM;
     const float* dlt = s_delta + stage * kBlockM;
     const int* lim = s_lim + stage * kBlockM;
 
@@ -140,21 +152,36 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
     key_by_query(acc_s, sK, sQ);
     key_by_query(acc_dp, sV, sDO);
 
-    // P^T = exp2(S^T * scale * log2(e) - lse2[query]) where the key is visible (lse2 = +inf: 0), then
+    // P^T = exp2(S^T * scale * log2(e) - lse[query] * log2(e)) where the key is visible, 0 elsewhere (kAsyncRows:
+    // a row whose lse is -inf sees no key, so the select drops its +inf; else lse arrives in log2 units), then
     // dS^T = P^T * (dP^T - delta[query]) (kept in acc_dp). Element e of C tile (mi, n): key
     // kw * kWarpKeys + 16 mi + g + 8 (e >> 1), query q0 + 8n + 2t + (e & 1).
+    // A warp whose keys are all visible from all its queries (lim >= its last key for each of them: no causal
+    // edge, no key past Sk, no row past G * Sq) skips the per-element select.
+    auto probs = [&](auto masked) {
 #pragma unroll
-    for (int mi = 0; mi < kMI; ++mi) {
+      for (int mi = 0; mi < kMI; ++mi) {
 #pragma unroll
-      for (int n = 0; n < 2 * kQT; ++n) {
+        for (int n = 0; n < 2 * kQT; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int q = q0 + 8 * n + 2 * t + (e & 1), key = kw * Tr::kWarpKeys + 16 * mi + g + 8 * (e >> 1);
-          const float pr = key <= lim[q] ? exp2_approx(fmaf(acc_s[mi][n][e], a.scale_log2, -lse2[q])) : 0.f;
-          acc_s[mi][n][e] = pr;
-          acc_dp[mi][n][e] = pr * (acc_dp[mi][n][e] - dlt[q]);
+          for (int e = 0; e < 4; ++e) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), key = kw * Tr::kWarpKeys + 16 * mi + g + 8 * (e >> 1);
+            const float lse2 = Tr::kAsyncRows ? lse_row[q] * kLog2e : lse_row[q];
+            float pr = exp2_approx(fmaf(acc_s[mi][n][e], a.scale_log2, -lse2));
+            if constexpr (decltype(masked)::value) pr = key <= lim[q] ? pr : 0.f;
+            acc_s[mi][n][e] = pr;
+            acc_dp[mi][n][e] = pr * (acc_dp[mi][n][e] - dlt[q]);
+          }
         }
       }
+    };
+    bool all_visible = true;
+#pragma unroll
+    for (int j = lane; j < Tr::kWarpQ; j += 32) all_visible &= lim[q0 + j] >= (kw + 1) * Tr::kWarpKeys - 1;
+    if (__all_sync(0xffffffffu, all_visible)) {
+      probs(std::false_type{});
+    } else {
+      probs(std::true_type{});
     }
 
     // The A fragments of P^T and dS^T (m = key, k = query) for the 16 queries q0 + 16 kq .. from two C tiles

@@ -20,14 +20,19 @@ using namespace sm80;
 // A tile shape: kBlockN keys per block, kBlockM query rows per tile, kWarpKeys keys per warp; kDSplit warps
 // share a key slice for dK / dV (each owns kD / kDSplit columns); kQSplit: warps sharing a key slice split the
 // tile's query rows for S^T and dP^T (1: each computes all of them) and exchange P^T and dS^T through shared
-// memory (kQSplit = kDSplit).
-template <int kBlockN_, int kBlockM_, int kDSplit_, int kWarpKeys_ = 16, int kQSplit_ = 1>
+// memory (kQSplit = kDSplit); kAsyncRows: the rows' lse and delta are copied with cp.async and the next
+// query tile's copies issued after the barrier that opens a tile (else: plain loads, copies issued before it;
+// see the kernel's loop).
+template <int kBlockN_, int kBlockM_, int kDSplit_, int kWarpKeys_ = 16, int kQSplit_ = 1, bool kAsyncRows_ = false>
 struct BwdTile {
   static constexpr int kBlockN = kBlockN_, kBlockM = kBlockM_, kDSplit = kDSplit_, kWarpKeys = kWarpKeys_,
                        kQSplit = kQSplit_;
+  static constexpr bool kAsyncRows = kAsyncRows_;
 };
 // The tile shapes per head dim (see attention_bwd.cu): `wide` where a block may use that much shared memory
-// (sm_90; sm_80 for kD = 64 and 128), `type` otherwise (sm_86 / sm_89: 99 KB).
+// (sm_90; sm_80 for kD = 64 and 128), `type` otherwise (sm_86 / sm_89: 99 KB). kAsyncRows where it measured
+// faster on an H100 (B4 S4096 bf16, backward harness benchmarks/cuda/attention_bwd_tune.cu: kD = 128 10.9 -> 10.3
+// ms, kD = 256 13.9 -> 12.9 ms; kD = 64 6.0 -> 6.4-6.6 ms, so not there; the narrow tiles were not measured).
 template <int kD>
 struct BwdConfig;
 template <>
@@ -38,18 +43,19 @@ struct BwdConfig<64> {
 template <>
 struct BwdConfig<128> {
   using type = BwdTile<64, 32, 1>;
-  using wide = BwdTile<128, 64, 2, 32, 2>;
+  using wide = BwdTile<128, 64, 2, 32, 2, true>;
 };
 template <>
 struct BwdConfig<256> {
   using type = BwdTile<64, 32, 2>;
-  using wide = BwdTile<64, 64, 4, 32, 4>;
+  using wide = BwdTile<64, 64, 4, 32, 4, true>;
 };
 
 template <int kD, typename Cfg = typename BwdConfig<kD>::type>
 struct BwdTraits {
   static constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kDSplit = Cfg::kDSplit;
   static constexpr int kWarpKeys = Cfg::kWarpKeys, kQSplit = Cfg::kQSplit;
+  static constexpr bool kAsyncRows = Cfg::kAsyncRows;
   static constexpr int kMI = kWarpKeys / 16;  // 16-key MMA row tiles per warp
   static constexpr int kKeyWarps = kBlockN / kWarpKeys;
   static constexpr int kWarps = kKeyWarps * kDSplit;
@@ -148,8 +154,10 @@ struct BwdQueryWalk {
   }
 
   // Q and dO of the current tile (rows past G * Sq zero-filled) into the shared tiles at sQ / sDO, and the
-  // rows' lse (log2 units, +inf where lse = -inf: P = 0), delta and last visible key - n_base (clamped to
-  // -1 .. kBlockN) into s_lse / s_delta / s_lim. A tile in one head is copied from one pointer per tensor
+  // rows' lse, delta (rows past G * Sq: 0) and last visible key - n_base (clamped to -1 .. kBlockN; -1 for
+  // rows past G * Sq and rows that see no key, whose lse is -inf) into s_lse / s_delta / s_lim. kAsyncRows: lse
+  // and delta are cp.async copies of the caller's commit group, lse as it is; else lse is stored in log2 units
+  // (+inf for rows past G * Sq and where it is -inf). A tile in one head is copied from one pointer per tensor
   // stepped by kRowStep positions, any other row by row.
   __device__ __forceinline__ void load(uint32_t sQ, uint32_t sDO, float* s_lse, float* s_delta, int* s_lim) const {
     using TileD = SwizzledTile<kD>;
@@ -188,13 +196,21 @@ struct BwdQueryWalk {
     }
     if (tid < kBlockM) {
       const int r = r_base + tid;
+      const bool valid = r < rows32;
+      if constexpr (Tr::kAsyncRows) {
+        // by cp.async like the tiles: a plain load holds this warp (and, at the next barrier, the block) for a
+        // global-memory round trip per tile (Nsight Compute, kD = 128: barrier stalls 1.24 cycles per
+        // instruction against FlashAttention-2's 0.25)
+        cp_async_4(smem_u32(s_lse + tid), valid ? p.lse + row_base + r : p.lse, valid);
+        cp_async_4(smem_u32(s_delta + tid), valid ? p.delta + row_base + r : p.delta, valid);
+      } else {  // lse in log2 units, +inf where it is -inf (P = 0 without the mask)
+        const float l = valid ? p.lse[row_base + r] : -INFINITY;
+        s_lse[tid] = l == -INFINITY ? INFINITY : l * kLog2e;
+        s_delta[tid] = valid ? p.delta[row_base + r] : 0.f;
+      }
       const int64_t sk = p.shape.seq_k;
-      float lse2 = INFINITY, delta = 0.f;
       int64_t lim = -1;
-      if (r < rows32) {
-        const float l = p.lse[row_base + r];
-        lse2 = l == -INFINITY ? INFINITY : l * kLog2e;
-        delta = p.delta[row_base + r];
+      if (valid) {
         lim = sk - 1;
         if (p.shape.causal) {
           const int64_t c = (one_head ? i + tid : r % sq32) + sk - p.shape.seq_q;
@@ -203,8 +219,6 @@ struct BwdQueryWalk {
         lim -= n_base;
         lim = lim < -1 ? -1 : (lim > kBlockN ? kBlockN : lim);
       }
-      s_lse[tid] = lse2;
-      s_delta[tid] = delta;
       s_lim[tid] = static_cast<int>(lim);
     }
   }

@@ -42,6 +42,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 #endif
 }
+// 4-byte copy (through L1: .cg takes 16 bytes only); valid = false: zero-fills the destination, reads nothing.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+#if YIRAGE_SM80_DEVICE
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if YIRAGE_SM80_DEVICE
   asm volatile("cp.async.commit_group;\n" ::);
