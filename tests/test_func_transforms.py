@@ -4,8 +4,9 @@ Forward-mode AD (torch.func.jvp, torch.autograd.forward_ad): the ops have no for
 tangent on any input is a clear NotImplementedError naming the op, never a silently dropped tangent (below the
 Autograd key the kernels return a result without one, which torch.func.jvp would read as a zero jvp). The
 activation backward ops are the exception: their differentiable composites carry tangents, and their jvps
-are checked against finite differences. torch.func.grad stops with torch's error for C++ autograd Functions;
-torch.func.vmap runs the ops per sample (torch's fallback) and must match a loop."""
+are checked against finite differences. torch.func.grad matches torch.autograd for the ops that record their
+own graph node and stops with torch's error for those still on C++ autograd Functions (matmul, linear,
+attention); torch.func.vmap runs the ops per sample (torch's fallback) and must match a loop."""
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -85,10 +86,49 @@ def test_activation_backward_jvp_matches_finite_differences(name):
     assert jvp.abs().max() > 0  # a dropped tangent would be all zeros
 
 
-def test_func_grad_is_a_clear_error():
+# Ops whose Autograd kernels record their own graph node (csrc/autograd/node.h): torch.func.grad works for them.
+# matmul, linear and attention still use torch::autograd::Function, which torch.func.grad refuses.
+NODE_OPS = ["silu_and_mul", "gelu_and_mul", "gelu", "rms_norm", "fused_add_rms_norm", "layer_norm", "softmax",
+            "log_softmax", "rotary_embedding"]
+FUNCTION_OPS = ["matmul", "linear", "attention"]
+
+
+@pytest.mark.filterwarnings("ignore:.*batching rule")
+@pytest.mark.parametrize("name", NODE_OPS)
+def test_func_grad_matches_autograd(name):
+    inputs, fn = _cases()[name]
+    loss = lambda *a: fn(*a).pow(2).sum()  # noqa: E731
+    got = torch.func.grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    want = torch.autograd.grad(loss(*leaves), leaves, allow_unused=True)  # rotary: k unused in this loss
+    want = [torch.zeros_like(t) if w is None else w for t, w in zip(inputs, want)]
+    for i, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g, w, msg=lambda m: f"{name}, input {i}: {m}")
+    # per-sample gradients: vmap over grad, against a loop
+    batch = torch.stack([inputs[0], inputs[0] * 0.5 + 0.1])
+    per_sample = torch.func.vmap(torch.func.grad(lambda a: loss(a, *inputs[1:])))(batch)
+    for b, g in zip(batch, per_sample):
+        torch.testing.assert_close(g, torch.func.grad(lambda a: loss(a, *inputs[1:]))(b))
+
+
+def test_func_grad_of_grad():
+    """A second derivative through torch.func.grad: the activations' backward ops have differentiable
+    composites (torch's formulas); the others stop with the not-implemented error of their backward op."""
     x = torch.randn(3, 8, **F64)
+    gelu = lambda a: torch.func.grad(lambda b: yr.gelu(b, "tanh").pow(2).sum())(a).sum()  # noqa: E731
+    ref = lambda a: torch.func.grad(  # noqa: E731
+        lambda b: torch.nn.functional.gelu(b, approximate="tanh").pow(2).sum())(a).sum()
+    torch.testing.assert_close(torch.func.grad(gelu)(x), torch.func.grad(ref)(x))
+    softmax = lambda a: torch.func.grad(lambda b: yr.softmax(b, -1).pow(2).sum())(a).sum()  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"derivative for yirage::softmax_backward is not implemented"):
+        torch.func.grad(softmax)(x)
+
+
+@pytest.mark.parametrize("name", FUNCTION_OPS)
+def test_func_grad_is_a_clear_error(name):
+    inputs, fn = _cases()[name]
     with pytest.raises(RuntimeError, match=r"C\+\+ torch::autograd::Function with functorch transforms"):
-        torch.func.grad(lambda a: yr.softmax(a, -1).pow(2).sum())(x)
+        torch.func.grad(lambda a: fn(a, *inputs[1:]).pow(2).sum())(inputs[0])
 
 
 @pytest.mark.filterwarnings("ignore:.*batching rule")

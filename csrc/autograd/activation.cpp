@@ -1,5 +1,5 @@
 // Autograd for silu_and_mul, gelu_and_mul and gelu in C++ (LibTorch users get gradients too). Forward
-// redispatches below Autograd; backward calls the yirage::*_backward op through the dispatcher, so every
+// redispatches below Autograd and records a node (autograd/node.h); backward calls the yirage::*_backward op through the dispatcher, so every
 // backend supplies its own backward kernel. Saved: x only.
 //
 // The backward ops have Autograd kernels as well: without a graph to record they redispatch to the
@@ -14,18 +14,17 @@
 #include <ATen/ops/silu.h>
 #include <ATen/ops/sigmoid.h>
 #include <c10/util/string_view.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <string>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 #include "ops/activation.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using GatedSig = at::Tensor(const at::Tensor&);
 using GeluSig = at::Tensor(const at::Tensor&, c10::string_view);
@@ -57,74 +56,55 @@ const auto& gelu_backward_op() {
   return op;
 }
 
-class SiluAndMulFunction : public torch::autograd::Function<SiluAndMulFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x});
-    return silu_and_mul_op().call(x);
+// grad_fn of the output; saved: x only.
+struct SiluAndMulNode : autograd_node::SavedNode<1> {
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined() || !should_compute_output(0)) return {at::Tensor()};
+    // through the backward op's own Autograd kernel (not call_backward): with create_graph or forward-mode
+    // tangents it computes a differentiable composite
+    return {silu_and_mul_backward_op().call(grads[0], unpack_saved()[0])};
   }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {silu_and_mul_backward_op().call(grads[0], ctx->get_saved_variables()[0])};
-  }
+  std::string name() const override { return "YirageSiluAndMulBackward"; }
 };
 
-class GeluAndMulFunction : public torch::autograd::Function<GeluAndMulFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::string_view approximate) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x});
-    ctx->saved_data["approximate"] = std::string(approximate);
-    return gelu_and_mul_op().call(x, approximate);
+template <bool Gated>
+struct GeluNode : autograd_node::SavedNode<1> {
+  std::string approximate;
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined() || !should_compute_output(0)) return {at::Tensor()};
+    const at::Tensor x = unpack_saved()[0];
+    if constexpr (Gated) return {gelu_and_mul_backward_op().call(grads[0], x, approximate)};
+    return {gelu_backward_op().call(grads[0], x, approximate)};
   }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    return {gelu_and_mul_backward_op().call(grads[0], ctx->get_saved_variables()[0], approximate), at::Tensor()};
-  }
-};
-
-class GeluFunction : public torch::autograd::Function<GeluFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::string_view approximate) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x});
-    ctx->saved_data["approximate"] = std::string(approximate);
-    return gelu_op().call(x, approximate);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    return {gelu_backward_op().call(grads[0], ctx->get_saved_variables()[0], approximate), at::Tensor()};
-  }
+  std::string name() const override { return Gated ? "YirageGeluAndMulBackward" : "YirageGeluBackward"; }
 };
 
 at::Tensor silu_and_mul_autograd(const at::Tensor& x) {
   check_no_tangents("silu_and_mul", x);
-  if (!needs_graph(x)) {
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return silu_and_mul_op().call(x);
+    out = silu_and_mul_op().call(x);
   }
-  return SiluAndMulFunction::apply(x);
+  if (!needs_graph(x)) return out;
+  auto node = autograd_node::connect<SiluAndMulNode>({out}, x);
+  node->saved[0] = autograd_node::SavedVariable(x, /*is_output=*/false);
+  return out;
 }
 
-at::Tensor gelu_and_mul_autograd(const at::Tensor& x, c10::string_view approximate) {
-  check_no_tangents("gelu_and_mul", x);
-  if (!needs_graph(x)) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return gelu_and_mul_op().call(x, approximate);
-  }
-  return GeluAndMulFunction::apply(x, approximate);
-}
-
+template <bool Gated>
 at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
-  check_no_tangents("gelu", x);
-  if (!needs_graph(x)) {
+  check_no_tangents(Gated ? "gelu_and_mul" : "gelu", x);
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return gelu_op().call(x, approximate);
+    out = Gated ? gelu_and_mul_op().call(x, approximate) : gelu_op().call(x, approximate);
   }
-  return GeluFunction::apply(x, approximate);
+  if (!needs_graph(x)) return out;
+  auto node = autograd_node::connect<GeluNode<Gated>>({out}, x);
+  node->saved[0] = autograd_node::SavedVariable(x, /*is_output=*/false);
+  node->approximate = std::string(approximate);
+  return out;
 }
 
 // ---- backward ops: differentiable ATen composites when a graph is needed ----
@@ -181,8 +161,8 @@ at::Tensor gelu_backward_autograd(const at::Tensor& grad_out, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(yirage, Autograd, m) {
   m.impl("silu_and_mul", &silu_and_mul_autograd);
-  m.impl("gelu_and_mul", &gelu_and_mul_autograd);
-  m.impl("gelu", &gelu_autograd);
+  m.impl("gelu_and_mul", &gelu_autograd<true>);
+  m.impl("gelu", &gelu_autograd<false>);
   m.impl("silu_and_mul_backward", &silu_and_mul_backward_autograd);
   m.impl("gelu_and_mul_backward", &gelu_and_mul_backward_autograd);
   m.impl("gelu_backward", &gelu_backward_autograd);

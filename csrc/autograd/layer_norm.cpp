@@ -1,16 +1,15 @@
 // Autograd for layer_norm in C++ (LibTorch users get gradients too). Forward redispatches below
-// Autograd; backward calls yirage::layer_norm_backward through the dispatcher. Saved: x and weight;
+// Autograd and records a LayerNormNode (autograd/node.h); backward calls yirage::layer_norm_backward through the dispatcher. Saved: x and weight;
 // mean and rstd are recomputed.
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 const auto& layer_norm_op() {
   static const auto op =
@@ -24,35 +23,39 @@ const auto& layer_norm_backward_op() {
   return op;
 }
 
-class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const OptTensor& weight,
-                            const OptTensor& bias, double eps) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({x, weight.value_or(at::Tensor())});
-    ctx->saved_data["eps"] = eps;
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    return layer_norm_op().call(x, weight, bias, eps);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
+// grad_fn of the output; saved: x and weight (mean and rstd are recomputed).
+struct LayerNormNode : autograd_node::SavedNode<2> {
+  double eps = 0.0;
+  bool has_bias = false;
+  variable_list apply(variable_list&& grads) override {
+    const bool x_grad = should_compute_output(0);
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto saved = unpack_saved();
     const at::Tensor& weight = saved[1];
-    const bool weight_grad = weight.defined() && ctx->needs_input_grad(1);
-    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    auto [dx, dw, db] = call_backward(layer_norm_backward_op(), grads[0], saved[0], as_optional(weight),
-                                      ctx->saved_data["eps"].toDouble(), weight_grad, bias_grad);
-    return {dx, weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor(), at::Tensor()};
+    const bool weight_grad = weight.defined() && should_compute_output(1);
+    const bool bias_grad = has_bias && should_compute_output(2);
+    if (!x_grad && !weight_grad && !bias_grad) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    auto [dx, dw, db] = call_backward(layer_norm_backward_op(), grads[0], saved[0], as_optional(weight), eps,
+                                      weight_grad, bias_grad);
+    return {x_grad ? dx : at::Tensor(), weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor()};
   }
+  std::string name() const override { return "YirageLayerNormBackward"; }
 };
 
 at::Tensor layer_norm_autograd(const at::Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps) {
   check_no_tangents("layer_norm", x, weight, bias);
-  if (!needs_graph(x, weight, bias)) {
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return layer_norm_op().call(x, weight, bias, eps);
+    out = layer_norm_op().call(x, weight, bias, eps);
   }
-  return LayerNormFunction::apply(x, weight, bias, eps);
+  if (!needs_graph(x, weight, bias)) return out;
+  auto node = autograd_node::connect<LayerNormNode>({out}, x, weight, bias);
+  node->saved[0] = autograd_node::SavedVariable(x, /*is_output=*/false);
+  node->saved[1] = autograd_node::SavedVariable(weight.value_or(at::Tensor()), /*is_output=*/false);
+  node->eps = eps;
+  node->has_bias = bias.has_value() && bias->defined();
+  return out;
 }
 
 }  // namespace

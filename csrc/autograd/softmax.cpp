@@ -1,16 +1,15 @@
 // Autograd for softmax and log_softmax in C++ (LibTorch users get gradients too). Forward redispatches
-// below Autograd; backward calls yirage::softmax_backward / log_softmax_backward through the dispatcher.
-// Saved: the output only (both gradients are functions of it), never the input.
+// below Autograd and records a SoftmaxNode (autograd/node.h); backward calls yirage::softmax_backward /
+// log_softmax_backward through the dispatcher.
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 using ForwardSig = at::Tensor(const at::Tensor&, int64_t);
@@ -28,31 +27,31 @@ const auto& backward_op() {
   return op;
 }
 
+// grad_fn of the output; saved: the output only (both gradients are functions of it), never the input.
 template <bool Log>
-class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Log>> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = forward_op<Log>().call(x, dim);
-    ctx->save_for_backward({out});  // saved as an output: no reference cycle
-    ctx->saved_data["dim"] = dim;
-    return out;
+struct SoftmaxNode : autograd_node::SavedNode<1> {
+  int64_t dim = 0;
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined() || !should_compute_output(0)) return {at::Tensor()};
+    const auto saved = unpack_saved();
+    return {call_backward(backward_op<Log>(), grads[0], saved[0], dim)};
   }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    return {call_backward(backward_op<Log>(), grads[0], saved[0], ctx->saved_data["dim"].toInt()), at::Tensor()};
-  }
+  std::string name() const override { return Log ? "YirageLogSoftmaxBackward" : "YirageSoftmaxBackward"; }
 };
 
 template <bool Log>
 at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim) {
   check_no_tangents(Log ? "log_softmax" : "softmax", x);
-  if (!needs_graph(x)) {
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return forward_op<Log>().call(x, dim);
+    out = forward_op<Log>().call(x, dim);
   }
-  return SoftmaxFunction<Log>::apply(x, dim);
+  if (!needs_graph(x)) return out;
+  auto node = autograd_node::connect<SoftmaxNode<Log>>({out}, x);
+  node->saved[0] = autograd_node::SavedVariable(out, /*is_output=*/true);
+  node->dim = dim;
+  return out;
 }
 
 }  // namespace
