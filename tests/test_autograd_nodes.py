@@ -26,7 +26,16 @@ NAMED = {
     "silu_and_mul": ("YirageSiluAndMulBackward", lambda x, w: yr.silu_and_mul(x)),
     "gelu_and_mul": ("YirageGeluAndMulBackward", lambda x, w: yr.gelu_and_mul(x)),
     "gelu": ("YirageGeluBackward", lambda x, w: yr.gelu(x)),
+    "matmul": ("YirageMatmulBackward", lambda x, w: yr.matmul(x, w[:, None])),
+    "linear": ("YirageLinearBackward", lambda x, w: yr.linear(x, w[None, :], None, "gelu")),
 }
+
+
+def test_attention_grad_fn_and_lse():
+    q = torch.randn(1, 2, 5, 8, **F64).requires_grad_()
+    out, lse = torch.ops.yirage.attention_forward(q, q.detach(), q.detach(), True, None)
+    assert out.grad_fn.name() == "YirageAttentionBackward"
+    assert lse.grad_fn is None and not lse.requires_grad  # the log-sum-exp is not differentiable
 
 
 @pytest.mark.parametrize("name", list(NAMED))

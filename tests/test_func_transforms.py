@@ -4,9 +4,9 @@ Forward-mode AD (torch.func.jvp, torch.autograd.forward_ad): the ops have no for
 tangent on any input is a clear NotImplementedError naming the op, never a silently dropped tangent (below the
 Autograd key the kernels return a result without one, which torch.func.jvp would read as a zero jvp). The
 activation backward ops are the exception: their differentiable composites carry tangents, and their jvps
-are checked against finite differences. torch.func.grad matches torch.autograd for the ops that record their
-own graph node and stops with torch's error for those still on C++ autograd Functions (matmul, linear,
-attention); torch.func.vmap runs the ops per sample (torch's fallback) and must match a loop."""
+are checked against finite differences. torch.func.grad (each op records its own graph node) matches
+torch.autograd, also under vmap; torch.func.vmap runs the ops per sample (torch's fallback) and must match a
+loop."""
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -86,11 +86,8 @@ def test_activation_backward_jvp_matches_finite_differences(name):
     assert jvp.abs().max() > 0  # a dropped tangent would be all zeros
 
 
-# Ops whose Autograd kernels record their own graph node (csrc/autograd/node.h): torch.func.grad works for them.
-# matmul, linear and attention still use torch::autograd::Function, which torch.func.grad refuses.
-NODE_OPS = ["silu_and_mul", "gelu_and_mul", "gelu", "rms_norm", "fused_add_rms_norm", "layer_norm", "softmax",
-            "log_softmax", "rotary_embedding"]
-FUNCTION_OPS = ["matmul", "linear", "attention"]
+# Every op's Autograd kernel records its own graph node (csrc/autograd/node.h), so torch.func.grad works.
+NODE_OPS = list(_cases())
 
 
 @pytest.mark.filterwarnings("ignore:.*batching rule")
@@ -122,13 +119,10 @@ def test_func_grad_of_grad():
     softmax = lambda a: torch.func.grad(lambda b: yr.softmax(b, -1).pow(2).sum())(a).sum()  # noqa: E731
     with pytest.raises(RuntimeError, match=r"derivative for yirage::softmax_backward is not implemented"):
         torch.func.grad(softmax)(x)
-
-
-@pytest.mark.parametrize("name", FUNCTION_OPS)
-def test_func_grad_is_a_clear_error(name):
-    inputs, fn = _cases()[name]
-    with pytest.raises(RuntimeError, match=r"C\+\+ torch::autograd::Function with functorch transforms"):
-        torch.func.grad(lambda a: fn(a, *inputs[1:]).pow(2).sum())(inputs[0])
+    w = torch.randn(8, 5, **F64)  # matmul's backward is matmuls: differentiable
+    mm = lambda a: torch.func.grad(lambda b: yr.matmul(b, w).pow(3).sum())(a).sum()  # noqa: E731
+    mm_ref = lambda a: torch.func.grad(lambda b: (b @ w).pow(3).sum())(a).sum()  # noqa: E731
+    torch.testing.assert_close(torch.func.grad(mm)(x), torch.func.grad(mm_ref)(x))
 
 
 @pytest.mark.filterwarnings("ignore:.*batching rule")

@@ -4,17 +4,16 @@
 // recomputed. lse is not differentiable. Without a graph (no input requires grad, or grad mode off) the
 // public attention redispatches to the kernel that does not compute lse.
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using OptDouble = std::optional<double>;
 
@@ -38,29 +37,38 @@ const auto& attention_backward_op() {
   return op;
 }
 
-class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
- public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               bool causal, OptDouble scale) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out, lse] = attention_forward_op().call(q, k, v, causal, scale);
-    ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["causal"] = causal;
-    ctx->saved_data["scale"] = scale;
-    ctx->mark_non_differentiable({lse});
-    return {out, lse};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+// grad_fn of the output (the log-sum-exp is not differentiable); saved: q, k, v, the output and the lse.
+struct AttentionNode : autograd_node::SavedNode<5> {
+  bool causal = false;
+  OptDouble scale;
+  variable_list apply(variable_list&& grads) override {
+    const bool q_grad = should_compute_output(0), k_grad = should_compute_output(1), v_grad = should_compute_output(2);
+    if (!grads[0].defined() || (!q_grad && !k_grad && !v_grad)) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto saved = unpack_saved();
     auto [dq, dk, dv] = call_backward(attention_backward_op(), grads[0], saved[0], saved[1], saved[2], saved[3],
-                                      saved[4], ctx->saved_data["causal"].toBool(),
-                                      ctx->saved_data["scale"].toOptional<double>());
-    return {ctx->needs_input_grad(0) ? dq : at::Tensor(), ctx->needs_input_grad(1) ? dk : at::Tensor(),
-            ctx->needs_input_grad(2) ? dv : at::Tensor(), at::Tensor(), at::Tensor()};
+                                      saved[4], causal, scale);
+    return {q_grad ? dq : at::Tensor(), k_grad ? dk : at::Tensor(), v_grad ? dv : at::Tensor()};
   }
+  std::string name() const override { return "YirageAttentionBackward"; }
 };
+
+std::tuple<at::Tensor, at::Tensor> attention_with_graph(const at::Tensor& q, const at::Tensor& k,
+                                                        const at::Tensor& v, bool causal, OptDouble scale) {
+  at::Tensor out, lse;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(out, lse) = attention_forward_op().call(q, k, v, causal, scale);
+  }
+  auto node = autograd_node::connect<AttentionNode>({out}, q, k, v);
+  node->saved[0] = autograd_node::SavedVariable(q, /*is_output=*/false);
+  node->saved[1] = autograd_node::SavedVariable(k, /*is_output=*/false);
+  node->saved[2] = autograd_node::SavedVariable(v, /*is_output=*/false);
+  node->saved[3] = autograd_node::SavedVariable(out, /*is_output=*/true);
+  node->saved[4] = autograd_node::SavedVariable(lse, /*is_output=*/false);
+  node->causal = causal;
+  node->scale = scale;
+  return {out, lse};
+}
 
 at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                               OptDouble scale) {
@@ -69,7 +77,7 @@ at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at
     at::AutoDispatchBelowADInplaceOrView guard;
     return attention_op().call(q, k, v, causal, scale);
   }
-  return AttentionFunction::apply(q, k, v, causal, scale)[0];
+  return std::get<0>(attention_with_graph(q, k, v, causal, scale));
 }
 
 std::tuple<at::Tensor, at::Tensor> attention_forward_autograd(const at::Tensor& q, const at::Tensor& k,
@@ -79,8 +87,7 @@ std::tuple<at::Tensor, at::Tensor> attention_forward_autograd(const at::Tensor& 
     at::AutoDispatchBelowADInplaceOrView guard;
     return attention_forward_op().call(q, k, v, causal, scale);
   }
-  variable_list r = AttentionFunction::apply(q, k, v, causal, scale);
-  return {r[0], r[1]};
+  return attention_with_graph(q, k, v, causal, scale);
 }
 
 }  // namespace

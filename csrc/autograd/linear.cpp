@@ -3,19 +3,18 @@
 // derivative comes from the output, none needs nothing); backward is one yirage::linear_backward call through
 // the dispatcher. Saved: x, weight, and z or the output. Without grad, linear itself runs (no z stored).
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <string>
 #include <tuple>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 #include "ops/linear.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 const auto& linear_op() {
@@ -38,28 +37,21 @@ const auto& linear_backward_op() {
   return op;
 }
 
-class LinearFunction : public torch::autograd::Function<LinearFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
-                            c10::string_view activation) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const Activation act = parse_activation_arg("linear", activation);
-    auto [out, pre] = linear_forward_op().call(x, weight, bias, activation);
-    ctx->save_for_backward({x, weight, act == Activation::relu ? out : pre});
-    ctx->saved_data["activation"] = std::string(activation);
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    return out;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const bool x_grad = ctx->needs_input_grad(0), weight_grad = ctx->needs_input_grad(1);
-    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    const std::string activation = ctx->saved_data["activation"].toStringRef();
+// grad_fn of the output; saved: x, weight, and the activation's input (its output for relu, whose derivative
+// needs only that).
+struct LinearNode : autograd_node::SavedNode<3> {
+  std::string activation;
+  bool has_bias = false;
+  variable_list apply(variable_list&& grads) override {
+    const bool x_grad = should_compute_output(0), weight_grad = should_compute_output(1);
+    const bool bias_grad = has_bias && should_compute_output(2);
+    if (!grads[0].defined() || (!x_grad && !weight_grad && !bias_grad)) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto saved = unpack_saved();
     auto [dx, dw, db] = call_backward(linear_backward_op(), grads[0], saved[0], saved[1], as_optional(saved[2]),
                                       activation, x_grad, weight_grad, bias_grad);
-    return {x_grad ? dx : at::Tensor(), weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor(), at::Tensor()};
+    return {x_grad ? dx : at::Tensor(), weight_grad ? dw : at::Tensor(), bias_grad ? db : at::Tensor()};
   }
+  std::string name() const override { return "YirageLinearBackward"; }
 };
 
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
@@ -69,7 +61,19 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
     at::AutoDispatchBelowADInplaceOrView guard;
     return linear_op().call(x, weight, bias, activation);
   }
-  return LinearFunction::apply(x, weight, bias, activation);
+  const bool relu = parse_activation_arg("linear", activation) == Activation::relu;
+  at::Tensor out, pre;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(out, pre) = linear_forward_op().call(x, weight, bias, activation);
+  }
+  auto node = autograd_node::connect<LinearNode>({out}, x, weight, bias);
+  node->saved[0] = autograd_node::SavedVariable(x, /*is_output=*/false);
+  node->saved[1] = autograd_node::SavedVariable(weight, /*is_output=*/false);
+  node->saved[2] = autograd_node::SavedVariable(relu ? out : pre, /*is_output=*/relu);
+  node->activation = std::string(activation);
+  node->has_bias = bias.has_value() && bias->defined();
+  return out;
 }
 
 }  // namespace

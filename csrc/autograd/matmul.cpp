@@ -4,15 +4,14 @@
 // Saved: a and b. Sizes are read as SymInts, so torch.compile traces this without specializing them.
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "autograd/common.h"
+#include "autograd/node.h"
 
 namespace yirage {
 namespace {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 const auto& matmul_op() {
@@ -20,22 +19,18 @@ const auto& matmul_op() {
   return op;
 }
 
-class MatmulFunction : public torch::autograd::Function<MatmulFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({a, b});
-    return matmul_op().call(a, b);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &a = saved[0], &b = saved[1], &g = grads[0];
+// grad_fn of the product; saved: a and b. The backward's products go through yirage::matmul's own Autograd
+// kernel, so a second derivative works.
+struct MatmulNode : autograd_node::SavedNode<2> {
+  variable_list apply(variable_list&& grads) override {
+    const at::Tensor& g = grads[0];
+    const bool a_grad = should_compute_output(0), b_grad = should_compute_output(1);
+    if (!g.defined() || (!a_grad && !b_grad)) return {at::Tensor(), at::Tensor()};
+    const auto saved = unpack_saved();
+    const at::Tensor &a = saved[0], &b = saved[1];
     at::Tensor ga, gb;
-    if (ctx->needs_input_grad(0)) {
-      ga = at::sum_to(matmul_op().call(g, b.mT()), a.sym_sizes());
-    }
-    if (ctx->needs_input_grad(1)) {
+    if (a_grad) ga = at::sum_to(matmul_op().call(g, b.mT()), a.sym_sizes());
+    if (b_grad) {
       if (b.dim() == 2 && a.dim() > 2) {
         // a b shared by every matrix of a batched a: the batch folds into the contraction, (a rows)^T @ (g rows),
         // one (K, B*M) @ (B*M, N) product and no (B, K, N) intermediate
@@ -46,15 +41,21 @@ class MatmulFunction : public torch::autograd::Function<MatmulFunction> {
     }
     return {ga, gb};
   }
+  std::string name() const override { return "YirageMatmulBackward"; }
 };
 
 at::Tensor matmul_autograd(const at::Tensor& a, const at::Tensor& b) {
   check_no_tangents("matmul", a, b);
-  if (!needs_graph(a, b)) {
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return matmul_op().call(a, b);
+    out = matmul_op().call(a, b);
   }
-  return MatmulFunction::apply(a, b);
+  if (!needs_graph(a, b)) return out;
+  auto node = autograd_node::connect<MatmulNode>({out}, a, b);
+  node->saved[0] = autograd_node::SavedVariable(a, /*is_output=*/false);
+  node->saved[1] = autograd_node::SavedVariable(b, /*is_output=*/false);
+  return out;
 }
 
 }  // namespace
