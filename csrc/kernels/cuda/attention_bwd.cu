@@ -31,7 +31,7 @@
 // from L1 in the loop.) Measured on an H100 (bf16, fwd+bwd, B4 H32 S4096; benchmarks/results): the wide tiles
 // took kD = 128 from 214 to 269 TFLOP/s (the dK/dV kernel from 14.4 to 10.7 ms, FlashAttention-2's: 8.7 ms:
 // half the dq_accum atomics and fewer shared-memory reads per MMA), kD = 256 (H16) from 159 to 217, kD = 64 from
-// 214 to 221. Then (2026-11-25) the kD = 128 / 256 wide tiles copy each tile's lse and delta with cp.async and
+// 214 to 221. Then (2026-11-25) the wide tiles copy each tile's lse and delta with cp.async and
 // issue the next tile's copies after the barrier that opens a tile (kAsyncRows): Nsight Compute had the block
 // waiting at its barriers 5x as long as FlashAttention-2's (warps 0-1 fetching lse / delta with plain loads);
 // fwd+bwd kD = 128 went from 0.90x to 0.96x of SDPA's flash backend.

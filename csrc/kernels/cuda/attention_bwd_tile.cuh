@@ -30,15 +30,16 @@ struct BwdTile {
   static constexpr bool kAsyncRows = kAsyncRows_;
 };
 // The tile shapes per head dim (see attention_bwd.cu): `wide` where a block may use that much shared memory
-// (sm_90; sm_80 for kD = 64 and 128), `type` otherwise (sm_86 / sm_89: 99 KB). kAsyncRows where it measured
-// faster on an H100 (B4 S4096 bf16, backward harness benchmarks/cuda/attention_bwd_tune.cu: kD = 128 10.9 -> 10.3
-// ms, kD = 256 13.9 -> 12.9 ms; kD = 64 6.0 -> 6.4-6.6 ms, so not there; the narrow tiles were not measured).
+// (sm_90; sm_80 for kD = 64 and 128), `type` otherwise (sm_86 / sm_89: 99 KB). kAsyncRows on every wide
+// tile: faster on an H100 (B4 S4096 bf16, backward harness benchmarks/cuda/attention_bwd_tune.cu: kD = 128 10.9 ->
+// 10.3 ms, kD = 256 13.9 -> 12.9 ms, kD = 64 6.05-6.12 -> 5.77-5.82 ms; kD = 64 lost 6-10% in builds without the
+// unmasked fast path); the narrow tiles were not measured and keep plain loads.
 template <int kD>
 struct BwdConfig;
 template <>
 struct BwdConfig<64> {
   using type = BwdTile<128, 64, 1>;
-  using wide = BwdTile<128, 128, 2, 32, 2>;
+  using wide = BwdTile<128, 128, 2, 32, 2, true>;
 };
 template <>
 struct BwdConfig<128> {
