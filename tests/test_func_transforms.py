@@ -133,3 +133,19 @@ def test_vmap_matches_a_loop(name):
     rest = inputs[1:]
     got = torch.func.vmap(lambda a: fn(a, *rest))(batch)
     torch.testing.assert_close(got, torch.stack([fn(b, *rest) for b in batch]))
+
+
+@pytest.mark.filterwarnings("ignore:.*batching rule")
+def test_jacrev_and_vjp_match_torch():
+    x = torch.randn(3, 8, **F64)
+    torch.testing.assert_close(torch.func.jacrev(lambda a: yr.softmax(a, -1))(x),
+                               torch.func.jacrev(lambda a: torch.softmax(a, -1))(x))
+    w = torch.randn(8, 5, **F64)
+    torch.testing.assert_close(torch.func.jacrev(lambda a: yr.linear(a, w.T.contiguous(), None, "gelu"))(x),
+                               torch.func.jacrev(lambda a: torch.nn.functional.gelu(a @ w))(x))
+    q = torch.randn(1, 2, 4, 8, **F64)
+    out, vjp = torch.func.vjp(lambda a: yr.attention(a, q, q, causal=True), q)
+    g = torch.randn_like(out)
+    _, vjp_ref = torch.func.vjp(
+        lambda a: torch.nn.functional.scaled_dot_product_attention(a, q, q, is_causal=True), q)
+    torch.testing.assert_close(vjp(g)[0], vjp_ref(g)[0])
