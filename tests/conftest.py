@@ -32,7 +32,10 @@ def _has_kernel(key: str) -> bool:
 # Devices whose backend has yirage kernels here: CPU always; CUDA once the library has CUDA kernels and a
 # GPU is present (tests then run there too; in CI, without a GPU, those cases are not generated).
 HAS_CUDA = torch.cuda.is_available() and _has_kernel("CUDA")
-DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+# the CUDA cases carry the `cuda` marker, so `pytest -m cuda` selects every one of them (not only the files
+# that mark their tests themselves)
+CUDA_PARAM = pytest.param("cuda", marks=pytest.mark.cuda)
+DEVICES = ["cpu"] + ([CUDA_PARAM] if HAS_CUDA else [])
 
 
 @pytest.fixture(params=DEVICES)
@@ -62,7 +65,7 @@ def isa(request):
     yield from _use_isa(request.param)
 
 
-@pytest.fixture(params=ISAS + (("cuda",) if HAS_CUDA else ()))
+@pytest.fixture(params=ISAS + ((CUDA_PARAM,) if HAS_CUDA else ()))
 def target(request):
     """Runs the test with each kernel this machine has: every CPU kernel variant this CPU supports (the others
     skip with a reason), and the CUDA kernels when a GPU is present (the input factories then default to it)."""
