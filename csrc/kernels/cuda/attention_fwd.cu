@@ -20,9 +20,13 @@ cudaError_t attention_forward(const AttentionForward&, cudaStream_t) { return cu
 #else
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "attention_fwd_kernel.cuh"
+#include "attention_fwd_sm90.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -128,24 +132,17 @@ SplitInputs split_inputs(const AttentionShape& s) {
   return in;
 }
 
-template <typename T, typename Cfg>
-cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
+// The parameters of one (key/value head, batch) slice, shared by both forward kernels (grid and split fields
+// are the launcher's).
+FwdParams forward_params(const AttentionForward& a) {
   const AttentionShape& s = a.shape;
-  auto kernel = flash_attention_fwd_kernel<T, Cfg>;
-  if (Cfg::kSmem > 48 * 1024) {  // per device, and cheap: set on every launch
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
-    if (e != cudaSuccess) return e;
-  }
   FwdParams p{};
   p.q = a.q.ptr; p.k = a.k.ptr; p.v = a.v.ptr;
   p.q_b = a.q.batch_stride; p.q_h = a.q.head_stride; p.q_s = a.q.seq_stride;
   p.k_b = a.k.batch_stride; p.k_h = a.k.head_stride; p.k_s = a.k.seq_stride;
   p.v_b = a.v.batch_stride; p.v_h = a.v.head_stride; p.v_s = a.v.seq_stride;
   p.out = a.out; p.lse = a.lse;
-  p.num_splits = std::max(1, a.num_splits);
-  p.split_out = a.split_out; p.split_lse = a.split_lse;
-  // the blocks merge the splits themselves where the glue gave counters and the weights fit shared memory
-  p.split_count = p.num_splits > 1 && split_merge_fits<Cfg>(p.num_splits) ? a.split_count : nullptr;
+  p.num_splits = 1;
   p.heads_k = static_cast<int>(s.heads_k);
   p.group = static_cast<int>(s.heads_q / s.heads_k);
   p.seq_q = static_cast<int>(s.seq_q);
@@ -154,6 +151,22 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   p.rows_all = s.batch * s.heads_q * s.seq_q;
   p.scale_log2 = s.scale * kLog2e;
   p.causal = s.causal;
+  return p;
+}
+
+template <typename T, typename Cfg>
+cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
+  const AttentionShape& s = a.shape;
+  auto kernel = flash_attention_fwd_kernel<T, Cfg>;
+  if (Cfg::kSmem > 48 * 1024) {  // per device, and cheap: set on every launch
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+    if (e != cudaSuccess) return e;
+  }
+  FwdParams p = forward_params(a);
+  p.num_splits = std::max(1, a.num_splits);
+  p.split_out = a.split_out; p.split_lse = a.split_lse;
+  // the blocks merge the splits themselves where the glue gave counters and the weights fit shared memory
+  p.split_count = p.num_splits > 1 && split_merge_fits<Cfg>(p.num_splits) ? a.split_count : nullptr;
   const int64_t tiles = (p.rows + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const int64_t batch_step = std::max<int64_t>(1, kMaxGridZ / p.num_splits);
   for (int64_t b0 = 0; b0 < s.batch; b0 += batch_step) {
@@ -178,10 +191,71 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits, D = 64 or 128.
+// Hopper configurations (B4 H32 S2048-4096 on an H100, attention_sm90_tune.cu: see benchmarks/results). D = 128:
+// 128-key tiles, one block per SM (196 registers). D = 64: 64-key tiles, two blocks per SM (118 registers): 128-key
+// tiles ran 16-20% slower there.
+template <int kD> struct Sm90Prefill;
+template <> struct Sm90Prefill<64> { using type = Sm90FwdConfig<64, 64, 2>; };
+template <> struct Sm90Prefill<128> { using type = Sm90FwdConfig<128, 128, 1>; };
+
+template <typename T, typename Cfg>
+cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
+  auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+  if (e != cudaSuccess) return e;
+  FwdParams p = forward_params(a);
+  const int64_t tiles = (p.rows + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  for (int64_t b0 = 0; b0 < a.shape.batch; b0 += kMaxGridZ) {
+    p.batch_offset = static_cast<int>(b0);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.shape.heads_k),
+                    static_cast<unsigned>(std::min<int64_t>(kMaxGridZ, a.shape.batch - b0)));
+    {
+      flash_attention_fwd_sm90_kernel<T, Cfg><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+    }
+    const cudaError_t le = cudaGetLastError();
+    if (le != cudaSuccess) return le;
+  }
+  return cudaSuccess;
+}
+
+// Whether the current device runs the Hopper forward: compute capability 9.0 and the kernel's real body built
+// (a device pass for sm_90a; other passes compile it to a trap, a handful of registers, where it needs more
+// than a hundred). YIRAGE_CUDA_ATTENTION_WGMMA=0 turns it off (the sm_80-class kernel everywhere).
+bool sm90_forward_ready() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("YIRAGE_CUDA_ATTENTION_WGMMA");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (!enabled) return false;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<signed char> state[kMaxDevices] = {};  // 0: unknown, 1: yes, -1: no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const signed char known = state[dev].load(std::memory_order_relaxed);
+  if (known != 0) return known > 0;
+  int major = 0, minor = 0;
+  cudaFuncAttributes attr{};
+  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+            major == 9 && minor == 0 &&
+            cudaFuncGetAttributes(&attr, flash_attention_fwd_sm90_kernel<bf16, Sm90Prefill<128>::type>) == cudaSuccess &&
+            attr.numRegs >= 64;
+  (void)cudaGetLastError();
+  state[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
+  return ok;
+}
+
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
-  return is_decode(a.shape) ? launch_forward<T, typename Decode<kD>::type>(a, stream)
-                            : launch_forward<T, typename Prefill<kD>::type>(a, stream);
+  if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
+  if constexpr (kD == 64 || kD == 128) {
+    if (a.num_splits <= 1 && sm90_forward_ready()) return launch_forward_sm90<T, typename Sm90Prefill<kD>::type>(a, stream);
+  }
+  return launch_forward<T, typename Prefill<kD>::type>(a, stream);
 }
 
 template <typename T>
