@@ -8,9 +8,11 @@
 #include <cuda_runtime.h>
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
-#ifndef SM90_BN
-#define SM90_BN 128
-#define SM90_MINB 1
+// The shipped configuration (Sm90Prefill in attention_fwd.cu) unless -DSM90_BN=... -DSM90_MINB=... picks another.
+#ifdef SM90_BN
+template <int D> using Sm90Cfg = Sm90FwdConfig<D, SM90_BN, SM90_MINB>;
+#else
+template <int D> using Sm90Cfg = typename Sm90Prefill<D>::type;
 #endif
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
 #define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
@@ -66,7 +68,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
   const char* names[2] = {"fa2 ", "sm90"};
   for (int which = 0; which < 2; ++which) {
     a.lse = which ? lse2 : lse;
-    auto launch = [&]() { return which ? launch_forward_sm90<bf16, Sm90FwdConfig<D, SM90_BN, SM90_MINB>>(a, 0) : launch_forward<bf16, Fa2>(a, 0); };
+    auto launch = [&]() { return which ? launch_forward_sm90<bf16, Sm90Cfg<D>>(a, 0) : launch_forward<bf16, Fa2>(a, 0); };
     CK(cudaMemset(o, 0xff, nq * 2));  // poison: NaN bf16
     CK(launch()); CK(cudaDeviceSynchronize());
     double err = 0; int64_t bad = 0;
@@ -86,7 +88,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
     cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
     float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
     double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
-    printf("%s BN%d MINB%d D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | %.4f ms %.1f TFLOP/s | maxerr %s%.2e bad %lld\n", names[which], SM90_BN, SM90_MINB, D, B, Hq, Hk, Sq, Sk,
+    printf("%s BN%d MINB%d D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | %.4f ms %.1f TFLOP/s | maxerr %s%.2e bad %lld\n", names[which], Sm90Cfg<D>::kBlockN, Sm90Cfg<D>::kMinBlocks, D, B, Hq, Hk, Sq, Sk,
            (int)causal, ms, flops / ms / 1e9, check ? "" : "(unchecked) ", err, (long long)bad);
   }
   CK(cudaMemcpy(hl1.data(), lse, hl1.size() * 4, cudaMemcpyDeviceToHost));
@@ -102,5 +104,5 @@ int main(int argc, char** argv) {
   if (argc < 9) { printf("usage: attention_sm90_tune D B Hq Hk Sq Sk causal iters\n"); return 2; }
   int D = atoi(argv[1]), B = atoi(argv[2]), Hq = atoi(argv[3]), Hk = atoi(argv[4]), Sq = atoi(argv[5]), Sk = atoi(argv[6]);
   bool causal = atoi(argv[7]); int iters = atoi(argv[8]);
-  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters) : run<128>(B, Hq, Hk, Sq, Sk, causal, iters);
+  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters) : D == 256 ? run<256>(B, Hq, Hk, Sq, Sk, causal, iters) : run<128>(B, Hq, Hk, Sq, Sk, causal, iters);
 }

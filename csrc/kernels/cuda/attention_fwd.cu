@@ -191,13 +191,15 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits, D = 64 or 128.
+// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits.
 // Hopper configurations (B4 H32 S2048-4096 on an H100, attention_sm90_tune.cu: see benchmarks/results). D = 128:
 // 128-key tiles, one block per SM (196 registers). D = 64: 64-key tiles, two blocks per SM (118 registers): 128-key
-// tiles ran 16-20% slower there.
+// tiles ran 16-20% slower there. D = 256: 64-key tiles (128 would need 320 KB of shared memory), one block per SM:
+// 541 against the sm_80-class kernel's 278 TFLOP/s at B4 H16 S4096.
 template <int kD> struct Sm90Prefill;
 template <> struct Sm90Prefill<64> { using type = Sm90FwdConfig<64, 64, 2>; };
 template <> struct Sm90Prefill<128> { using type = Sm90FwdConfig<128, 128, 1>; };
+template <> struct Sm90Prefill<256> { using type = Sm90FwdConfig<256, 64, 1>; };  // 213 registers, 194 KB
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
@@ -252,9 +254,7 @@ bool sm90_forward_ready() {
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
-  if constexpr (kD == 64 || kD == 128) {
-    if (a.num_splits <= 1 && sm90_forward_ready()) return launch_forward_sm90<T, typename Sm90Prefill<kD>::type>(a, stream);
-  }
+  if (a.num_splits <= 1 && sm90_forward_ready()) return launch_forward_sm90<T, typename Sm90Prefill<kD>::type>(a, stream);
   return launch_forward<T, typename Prefill<kD>::type>(a, stream);
 }
 

@@ -1,9 +1,9 @@
 // The flash attention forward on Hopper warpgroup MMAs (device code, torch-free; CUDA sm_90a only): prefill
-// without key splits, fp16/bf16, head dims 64 and 128. Included by attention_fwd.cu and by the tuning harness
+// without key splits, fp16/bf16, head dims 64, 128 and 256. Included by attention_fwd.cu and by the tuning harness
 // in benchmarks/cuda/. Same parameters and results as flash_attention_fwd_kernel (attention_fwd_kernel.cuh).
 //
 // One block of two warpgroups per (128-row tile of stacked query rows, key/value head, batch); warpgroup w owns
-// rows 64w..64w+63. The query tile stays in shared memory; key and value tiles of 128 keys stream through two
+// rows 64w..64w+63. The query tile stays in shared memory; key and value tiles (64 or 128 keys) stream through two
 // stages of swizzled shared memory (wgmma_sm90.cuh's layout), filled by cp.async from every thread, the key
 // tile and the value tile in separate commit groups:
 //   B1: K_j has landed; every warpgroup is done with S_{j-1}  -> copies of K_{j+1} start
@@ -44,7 +44,7 @@ struct Sm90FwdConfig {
   static constexpr int kStages = 2;
   // + 1 KB: the tiles start at the first 1024-byte boundary of the dynamic shared memory
   static constexpr int kSmem = kTileQ + 2 * kStages * kTileKV + 1024;
-  static_assert(kD == 64 || kD == 128, "wgmma n = head dim for P V: 64 or 128 here");
+  static_assert(kD == 64 || kD == 128 || kD == 256, "wgmma n = head dim for P V: 64, 128 or 256");
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n = key tile for Q K^T: 64 or 128 here");
 };
 
@@ -240,7 +240,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t db = smem_desc(v_tile + kk * 16 * 128, kBlockN * 128, 1024);
-      if constexpr (kD == 128) {
+      if constexpr (kD == 256) {
+        wgmma_rs_n256<T, 1>(o, pa[kk], db, 1);
+      } else if constexpr (kD == 128) {
         wgmma_rs_n128<T, 1>(o, pa[kk], db, 1);
       } else {
         wgmma_rs_n64<T, 1>(o, pa[kk], db, 1);
