@@ -75,7 +75,7 @@ bench-cuda:
 
 # Attention on the visible GPU, bf16, one report: benchmarks/results/cuda-attention-<gpu>-<date>.md/.csv. Ours vs SDPA
 # (torch: its default backend; flash, cudnn, efficient: one backend each). Prefill B4 H32 S4096 D128 and D64, S2048
-# and S16384 D128, full and causal (the shape suffix -full / -causal); forward+backward B4 H32 S4096 D128; decode
+# and S16384 D128, B4 H16 S4096 D256, full and causal (the shape suffix -full / -causal); forward+backward B4 H32 S4096 D128; decode
 # B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
 # TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
 # run). Separate from bench-cuda, to fit a 10-minute call; each part can also be run alone (ATTN_PARTS="1 3").
@@ -83,7 +83,8 @@ ATTN_PARTS ?= 1 2 3
 CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dtype bfloat16 \
 	--providers yirage torch flash cudnn efficient --progress never
 ATTN_SHAPES_1 := 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
-	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal
+	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal \
+	4x16x4096x256-full 4x16x4096x256-causal
 ATTN_SHAPES_2 := --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x16x4096x256-full
 ATTN_SHAPES_3 := 1x32x8x1x1024x128-full 1x32x8x1x32768x128-full 1x32x8x1x131072x128-full \
 	64x32x8x1x1024x128-full 64x32x8x1x32768x128-full 64x32x8x1x131072x128-full
