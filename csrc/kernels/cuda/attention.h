@@ -1,7 +1,7 @@
 // Flash attention on CUDA tensor cores (torch-free entry points; kernels in attention_fwd.cu and
 // attention_bwd.cu): the forward for prefill and decode, and the backward, for fp16 and bf16 with head dims
-// 64, 128 and 256 on sm_80 or newer (on Hopper, the prefill forward uses warpgroup MMAs when
-// the library holds sm_90a code: attention_fwd_sm90.cuh). Other dtypes, head dims, GPUs and ROCm take the portable kernel (the
+// 64, 128 and 256 on sm_80 or newer (on Hopper, the prefill forward and the D = 64 / 128 backward use warpgroup
+// MMAs when the library holds sm_90a code: attention_fwd_sm90.cuh, attention_bwd_sm90.cuh). Other dtypes, head dims, GPUs and ROCm take the portable kernel (the
 // glue decides, with attention_native and attention_layout_ok).
 //
 // Layout: q (B, Hq, Sq, D), k and v (B, Hk, Sk, D) with Hq % Hk == 0 (GQA: query head h reads key/value

@@ -112,8 +112,9 @@ struct BwdArgs {
 // The walk of one block over the query tiles of its key/value head: tile m holds the stacked rows
 // m * kBlockM .. (row r = (head hk * G + r / Sq, position r % Sq)). The cursor (m, h, i) names the tile's first
 // row as (head offset h, position i) and is stepped, not divided out (the launcher keeps G * Sq + kBlockM below
-// 2^31). Tiles that a causal mask hides from the block's keys entirely are skipped.
-template <typename T, int kD, typename Cfg>
+// 2^31). Tiles that a causal mask hides from the block's keys entirely are skipped. `Layout::offset(row, chunk)`
+// places 16-byte chunk `chunk` of tile row `row` in the shared Q and dO tiles.
+template <typename T, int kD, typename Cfg, typename Layout = SwizzledTile<kD>>
 struct BwdQueryWalk {
   using Tr = BwdTraits<kD, Cfg>;
   static constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
@@ -161,7 +162,6 @@ struct BwdQueryWalk {
   // (+inf for rows past G * Sq and where it is -inf). A tile in one head is copied from one pointer per tensor
   // stepped by kRowStep positions, any other row by row.
   __device__ __forceinline__ void load(uint32_t sQ, uint32_t sDO, float* s_lse, float* s_delta, int* s_lim) const {
-    using TileD = SwizzledTile<kD>;
     const AttentionBackward& p = a.p;
     const int r_base = m * kBlockM;
     const bool one_head = i + kBlockM <= sq32;  // the same for the whole block
@@ -170,7 +170,7 @@ struct BwdQueryWalk {
       const T* gs = g_head0 + h * p.grad_out.head_stride + (i + row0) * p.grad_out.seq_stride;
 #pragma unroll
       for (int it = 0; it < kQIters; ++it) {
-        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        const uint32_t off = Layout::offset(row0 + it * kRowStep, ch0);
         cp_async_16(sQ + off, qs + it * kRowStep * p.q.seq_stride, true);
         cp_async_16(sDO + off, gs + it * kRowStep * p.grad_out.seq_stride, true);
       }
@@ -186,7 +186,7 @@ struct BwdQueryWalk {
           qs = q_head0 + hh * p.q.head_stride + ii * p.q.seq_stride;
           gs = g_head0 + hh * p.grad_out.head_stride + ii * p.grad_out.seq_stride;
         }
-        const uint32_t off = TileD::offset(row0 + it * kRowStep, ch0);
+        const uint32_t off = Layout::offset(row0 + it * kRowStep, ch0);
         cp_async_16(sQ + off, qs, valid);
         cp_async_16(sDO + off, gs, valid);
         if (it + 1 < kQIters) {

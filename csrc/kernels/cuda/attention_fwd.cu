@@ -23,7 +23,6 @@ cudaError_t attention_forward(const AttentionForward&, cudaStream_t) { return cu
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <string>
 
 #include "attention_fwd_kernel.cuh"
 #include "attention_fwd_sm90.cuh"
@@ -221,34 +220,12 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
   return cudaSuccess;
 }
 
-// Whether the current device runs the Hopper forward: compute capability 9.0 and the kernel's real body built
-// (a device pass for sm_90a; other passes compile it to a trap, a handful of registers, where it needs more
-// than a hundred). YIRAGE_CUDA_ATTENTION_WGMMA=0 turns it off (the sm_80-class kernel everywhere).
+// Whether the current device runs the Hopper forward (sm90::kernel_ready; YIRAGE_CUDA_ATTENTION_WGMMA=0: the
+// sm_80-class kernel everywhere).
 bool sm90_forward_ready() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("YIRAGE_CUDA_ATTENTION_WGMMA");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  if (!enabled) return false;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<signed char> state[kMaxDevices] = {};  // 0: unknown, 1: yes, -1: no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  const signed char known = state[dev].load(std::memory_order_relaxed);
-  if (known != 0) return known > 0;
-  int major = 0, minor = 0;
-  cudaFuncAttributes attr{};
-  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-            major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&attr, flash_attention_fwd_sm90_kernel<bf16, Sm90Prefill<128>::type>) == cudaSuccess &&
-            attr.numRegs >= 64;
-  (void)cudaGetLastError();
-  state[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
-  return ok;
+  static std::atomic<signed char> state[sm90::kMaxReadyDevices] = {};
+  return sm90::kernel_ready(reinterpret_cast<const void*>(&flash_attention_fwd_sm90_kernel<bf16, Sm90Prefill<128>::type>),
+                            state);
 }
 
 template <typename T, int kD>

@@ -48,11 +48,6 @@ struct Sm90FwdConfig {
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n = key tile for Q K^T: 64 or 128 here");
 };
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of `rows` rows (wgmma_sm90.cuh).
-__device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, int rows) {
-  return static_cast<uint32_t>((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
-}
-
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attention_fwd_sm90_kernel(const FwdParams p) {
 #if !YIRAGE_SM90A_DEVICE

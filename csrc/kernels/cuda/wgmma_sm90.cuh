@@ -1,6 +1,6 @@
 // Hopper (sm_90a) warpgroup MMA building blocks: wgmma.mma_async with fp32 accumulators, its fences, and the
 // shared-memory matrix descriptor of the 128-byte swizzled layout. Used by the sm_90a attention forward
-// (attention_fwd_sm90.cuh).
+// (attention_fwd_sm90.cuh) and backward (attention_bwd_sm90.cuh).
 //
 // CUDA only, and only in a device pass for sm_90a (`9.0a` in TORCH_CUDA_ARCH_LIST): wgmma has no spelling
 // for other architectures, where these functions compile to nothing and the kernels using them trap. The host
@@ -23,8 +23,13 @@
 
 #if !YIRAGE_HIP
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
+
+#include <cuda_runtime_api.h>
 
 #include "common.cuh"
 
@@ -38,12 +43,22 @@ namespace yirage::kernels::cuda::sm90 {
 
 // Descriptor of a shared-memory operand in the 128-byte swizzled layout. K-major (A, or B with transpose 0):
 // rows of the M / N dim 128 bytes apart, groups of 8 rows `sbo` bytes apart; `lbo` unused. MN-major (B with
-// transpose 1): rows of the K dim 128 bytes apart, groups of 8 K rows `sbo` apart, 64-column panels of the N dim
-// `lbo` apart. `addr`: the shared-memory address of the k step's first element.
+// transpose 1; A likewise): rows of the K dim 128 bytes apart, groups of 8 K rows `sbo` apart, 64-column panels of
+// the M / N dim `lbo` apart. `addr`: the shared-memory address of the k step's first element.
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);  // layout type 1: 128-byte swizzle
 }
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows in the layout above.
+__device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, int rows) {
+  return static_cast<uint32_t>((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+// The same as a tile type, for code that takes one (BwdQueryWalk's Layout).
+template <int kRows>
+struct PanelTile {
+  __device__ __forceinline__ static uint32_t offset(int row, int chunk) { return sw128_offset(row, chunk, kRows); }
+};
 
 // Orders this thread's register writes before the wgmmas that follow read them (accumulators, A fragments).
 __device__ __forceinline__ void wgmma_fence() {
@@ -79,24 +94,25 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 }
 
 // d (+)= A * B for one k16 step, m64nNk16, fp32 accumulators (scale_d = 0: d = A * B). wgmma_ss: A and B from
-// shared memory (descriptors); wgmma_rs: A from registers. kTransB = 1: B is MN-major.
-template <typename T, int kTransB>
+// shared memory (descriptors); wgmma_rs: A from registers. kTransB = 1: B is MN-major; kTransA = 1 (wgmma_ss_n64):
+// A is MN-major (rows of the K dim 128 bytes apart, as B's MN-major layout).
+template <typename T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if YIRAGE_SM90A_DEVICE
   if constexpr (std::is_same_v<T, bf16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
-        "p, 1, 1, 0, %35;\n}\n"
+        "p, 1, 1, %36, %35;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB), "n"(kTransA));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
-        "p, 1, 1, 0, %35;\n}\n"
+        "p, 1, 1, %36, %35;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB), "n"(kTransA));
   }
 #endif
 }
@@ -248,6 +264,35 @@ __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc
         : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB));
   }
 #endif
+}
+
+// Host: whether the current device runs the Hopper kernel `kernel` (one of those built from this header):
+// compute capability 9.0 and its real body built (a device pass for sm_90a; other passes compile it to a trap, a
+// handful of registers, where it needs more than a hundred), unless YIRAGE_CUDA_ATTENTION_WGMMA=0 turns the
+// Hopper kernels off. Asked once per device; `state` keeps the answers (0: unknown, 1: yes, -1: no).
+constexpr int kMaxReadyDevices = 64;
+inline bool kernel_ready(const void* kernel, std::atomic<signed char> (&state)[kMaxReadyDevices]) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("YIRAGE_CUDA_ATTENTION_WGMMA");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  if (!enabled) return false;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxReadyDevices) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const signed char known = state[dev].load(std::memory_order_relaxed);
+  if (known != 0) return known > 0;
+  int major = 0, minor = 0;
+  cudaFuncAttributes attr{};
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+                  major == 9 && minor == 0 && cudaFuncGetAttributes(&attr, kernel) == cudaSuccess &&
+                  attr.numRegs >= 64;
+  (void)cudaGetLastError();
+  state[dev].store(ok ? 1 : -1, std::memory_order_relaxed);
+  return ok;
 }
 
 }  // namespace yirage::kernels::cuda::sm90

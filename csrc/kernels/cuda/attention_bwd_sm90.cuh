@@ -1,0 +1,321 @@
+// The flash attention backward's dK/dV kernel on Hopper warpgroup MMAs (device code, torch-free; CUDA sm_90a
+// only): fp16/bf16, head dims 64 and 128. Included by attention_bwd.cu, which runs it instead of
+// flash_attention_bwd_dkdv_kernel (attention_bwd_kernel.cuh) on compute capability 9.0 when its sm_90a code was
+// built: the same arguments (BwdArgs), the same walk over the query tiles (BwdQueryWalk, with this kernel's
+// shared-memory layout), the same results (grad_k, grad_v; dQ added into dq_accum with fp32 atomics).
+//
+// One block of two warpgroups per (128 keys, key/value head, batch); warpgroup w owns keys 64w..64w+63 and keeps
+// their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
+// tiles of kBlockM rows: two stages of Q, dO (wgmma_sm90.cuh's 128-byte swizzled layout) and of the rows' lse,
+// delta and last visible key, copied with cp.async. Per tile:
+//   B1: the tile has landed; every warpgroup is done with the previous one  -> copies of the next tile start
+//   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; waited for)
+//   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden; dS^T = P^T (dP^T - delta)
+//   dV_w += P^T dO, dK_w += dS^T Q      (wgmma, A from registers, B MN-major; not waited for)
+//   dS^T (rounded to T) to shared memory
+//   B2: both warpgroups' dS^T are there
+//   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major; waited
+//                                        for), added into dq_accum two floats at a time
+// dQ: with kBlockM = 128 (kD = 64) warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
+// (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
+// Limits: kD = 256 would need 256 accumulator registers per thread for dK and dV alone; it keeps the mma.sync
+// kernel.
+#pragma once
+
+#include "compat.cuh"
+
+#if !YIRAGE_HIP
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention_bwd_tile.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace yirage::kernels::cuda {
+namespace {
+
+template <int kD_>
+struct Sm90BwdConfig {
+  static constexpr int kD = kD_;
+  static constexpr int kBlockN = 128;                  // keys per block: 64 per warpgroup
+  static constexpr int kBlockM = kD == 64 ? 128 : 64;  // query rows per tile
+  static constexpr int kThreads = 256;
+  // The walk's view of the tile (BwdTraits): 256 threads, lse and delta by cp.async.
+  using Walk = BwdTile<kBlockN, kBlockM, 1, 16, 1, true>;
+  // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, dS^T (kBlockN rows
+  // of kBlockM queries), two stages of lse / delta / key limits.
+  static constexpr int kKV = kBlockN * kD * 2, kQ = kBlockM * kD * 2, kDS = kBlockN * kBlockM * 2;
+  static constexpr int kRow = kBlockM * 4;
+  static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
+                       kOffLse = kOffDS + kDS, kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
+  static constexpr int kSmem = kOffLim + 2 * kRow + 1024;
+  static constexpr bool kDqByRows = kBlockM == 128;  // dQ split between the warpgroups by rows, else by columns
+  static_assert(kD == 64 || kD == 128, "wgmma n = head dim for dK / dV: 64 or 128 here");
+  static_assert(kBlockM == 64 || kBlockM == 128, "wgmma n = query tile for S^T / dP^T: 64 or 128");
+  static_assert(BwdTraits<kD, Walk>::kThreads == kThreads, "the walk copies with every thread");
+  static_assert(kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles start at 1024-byte boundaries");
+};
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_kernel(const BwdArgs a) {
+#if !YIRAGE_SM90A_DEVICE
+  __trap();
+#else
+  using namespace sm90;
+  constexpr int kD = Cfg::kD, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kChunks = kD / 8;
+  constexpr int kNT = kBlockM / 8;  // 8-query column tiles of S^T / dP^T per thread
+  constexpr int kDT = kD / 8;       // 8-column tiles of dK / dV per thread
+  const AttentionBackward& p = a.p;
+
+  extern __shared__ __align__(1024) unsigned char bwd90_smem[];
+  const uint32_t raw = smem_u32(bwd90_smem);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* const base_ptr = bwd90_smem + (base - raw);
+  const uint32_t sK = base + Cfg::kOffK, sV = base + Cfg::kOffV, sDS = base + Cfg::kOffDS;
+  float* const s_lse = reinterpret_cast<float*>(base_ptr + Cfg::kOffLse);      // [2][kBlockM], natural log
+  float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);  // [2][kBlockM]
+  int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);          // [2][kBlockM]: last key - n_base
+
+  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
+  const int g = lane >> 2, t = lane & 3;
+  const int key0 = wg * 64 + warp_in_wg * 16 + g;  // this thread's keys in the block: key0 and key0 + 8
+
+  int64_t bid = blockIdx.x;
+  const int nb = static_cast<int>(bid % a.key_blocks);
+  bid /= a.key_blocks;
+  const int64_t hk_count = p.shape.heads_k;
+  const int64_t hk = bid % hk_count, b = bid / hk_count;
+  const int64_t sk = p.shape.seq_k, rows = a.group_rows;
+  const int64_t n_base = static_cast<int64_t>(nb) * kBlockN;
+  const int64_t row_base = (b * hk_count + hk) * rows;  // packed row 0 of this key/value head in (B, Hq, Sq)
+
+  // K and V tiles (kBlockN x kD), rows past Sk zero-filled
+  {
+    const T* kb = static_cast<const T*>(p.k.ptr) + b * p.k.batch_stride + hk * p.k.head_stride;
+    const T* vb = static_cast<const T*>(p.v.ptr) + b * p.v.batch_stride + hk * p.v.head_stride;
+    for (int c = tid; c < kBlockN * kChunks; c += Cfg::kThreads) {
+      const int row = c / kChunks, ch = c % kChunks;
+      const bool valid = n_base + row < sk;
+      const int64_t j = valid ? n_base + row : 0;
+      const uint32_t off = sw128_offset(row, ch, kBlockN);
+      cp_async_16(sK + off, valid ? kb + j * p.k.seq_stride + ch * 8 : p.k.ptr, valid);
+      cp_async_16(sV + off, valid ? vb + j * p.v.seq_stride + ch * 8 : p.v.ptr, valid);
+    }
+  }
+
+  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
+  auto load = [&](int s) {
+    walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
+              s_delta + s * kBlockM, s_lim + s * kBlockM);
+  };
+
+  float dv[kD / 2], dk[kD / 2];  // accumulators: keys key0 + 8 (e / 2), columns 8j + 2t + (e % 2)
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) dv[i] = dk[i] = 0.f;
+  fence_regs(dv);
+  fence_regs(dk);
+
+  walk.next();
+  if (!walk.done()) load(0);
+  cp_async_commit();  // group: K, V and the first query tile
+  int stage = 0;
+  const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;  // this warpgroup's 64 rows of each panel
+  const float scale_log2 = a.scale_log2;
+  while (!walk.done()) {
+    const int64_t m0 = static_cast<int64_t>(walk.m) * kBlockM;
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // B1
+    walk.step();
+    walk.next();
+    if (!walk.done()) load(stage ^ 1);
+    cp_async_commit();
+
+    const uint32_t sQ = base + Cfg::kOffQ + stage * Cfg::kQ, sDO = base + Cfg::kOffDO + stage * Cfg::kQ;
+    const float* lse_t = s_lse + stage * kBlockM;
+    const float* dlt_t = s_delta + stage * kBlockM;
+    const int* lim_t = s_lim + stage * kBlockM;
+
+    // S^T = K_w Q^T, dP^T = V_w dO^T: m64 (keys) x kBlockM (queries), k = kD.
+    float s[kBlockM / 2], dp[kBlockM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint32_t panel = kk >> 2, col = (kk & 3) * 32;
+      const uint64_t dk_a = smem_desc(k_wg + panel * kBlockN * 128 + col, 16, 1024);
+      const uint64_t dq_b = smem_desc(sQ + panel * kBlockM * 128 + col, 16, 1024);
+      if constexpr (kBlockM == 128) {
+        if (kk == 0) {
+          wgmma_ss_n128_zero<T, 0>(s, dk_a, dq_b);
+        } else {
+          wgmma_ss_n128<T, 0>(s, dk_a, dq_b, 1);
+        }
+      } else {
+        if (kk == 0) {
+          wgmma_ss_n64_zero<T, 0>(s, dk_a, dq_b);
+        } else {
+          wgmma_ss_n64<T, 0>(s, dk_a, dq_b, 1);
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint32_t panel = kk >> 2, col = (kk & 3) * 32;
+      const uint64_t dv_a = smem_desc(v_wg + panel * kBlockN * 128 + col, 16, 1024);
+      const uint64_t ddo_b = smem_desc(sDO + panel * kBlockM * 128 + col, 16, 1024);
+      if constexpr (kBlockM == 128) {
+        if (kk == 0) {
+          wgmma_ss_n128_zero<T, 0>(dp, dv_a, ddo_b);
+        } else {
+          wgmma_ss_n128<T, 0>(dp, dv_a, ddo_b, 1);
+        }
+      } else {
+        if (kk == 0) {
+          wgmma_ss_n64_zero<T, 0>(dp, dv_a, ddo_b);
+        } else {
+          wgmma_ss_n64<T, 0>(dp, dv_a, ddo_b, 1);
+        }
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(s);
+    fence_regs(dp);
+
+    // P^T and dS^T in place. Element e of column tile nt: key key0 + 8 (e >> 1), query 8 nt + 2t + (e & 1). A
+    // warp whose 16 keys every query of the tile sees (no causal edge, no key past Sk, no row past G * Sq, no
+    // row without keys, whose lse is -inf) skips the select.
+    auto probs = [&](auto masked) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int q = 8 * nt + 2 * t + c;
+          const float lse2 = lse_t[q] * kLog2e, dl = dlt_t[q];
+          int lim = 0;
+          if constexpr (decltype(masked)::value) lim = lim_t[q];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int e = nt * 4 + 2 * h + c;
+            float pr = exp2_approx(fmaf(s[e], scale_log2, -lse2));
+            if constexpr (decltype(masked)::value) pr = key0 + 8 * h <= lim ? pr : 0.f;
+            s[e] = pr;
+            dp[e] = pr * (dp[e] - dl);
+          }
+        }
+      }
+    };
+    bool all_visible = true;
+#pragma unroll
+    for (int j = lane; j < kBlockM; j += 32) all_visible &= lim_t[j] >= wg * 64 + warp_in_wg * 16 + 15;
+    if (__all_sync(0xffffffffu, all_visible)) {
+      probs(std::false_type{});
+    } else {
+      probs(std::true_type{});
+    }
+
+    // A fragments (k = query) of P^T and dS^T: column tiles 2kk and 2kk + 1 side by side (wgmma_sm90.cuh).
+    uint32_t pa[kBlockM / 16][4], pd[kBlockM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      pa[kk][0] = pack2<T>(s[(2 * kk) * 4 + 0], s[(2 * kk) * 4 + 1]);
+      pa[kk][1] = pack2<T>(s[(2 * kk) * 4 + 2], s[(2 * kk) * 4 + 3]);
+      pa[kk][2] = pack2<T>(s[(2 * kk + 1) * 4 + 0], s[(2 * kk + 1) * 4 + 1]);
+      pa[kk][3] = pack2<T>(s[(2 * kk + 1) * 4 + 2], s[(2 * kk + 1) * 4 + 3]);
+      pd[kk][0] = pack2<T>(dp[(2 * kk) * 4 + 0], dp[(2 * kk) * 4 + 1]);
+      pd[kk][1] = pack2<T>(dp[(2 * kk) * 4 + 2], dp[(2 * kk) * 4 + 3]);
+      pd[kk][2] = pack2<T>(dp[(2 * kk + 1) * 4 + 0], dp[(2 * kk + 1) * 4 + 1]);
+      pd[kk][3] = pack2<T>(dp[(2 * kk + 1) * 4 + 2], dp[(2 * kk + 1) * 4 + 3]);
+    }
+
+    // dV_w += P^T dO, dK_w += dS^T Q: m64 (keys) x kD, k = the tile's queries; B = dO / Q MN-major.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      const uint64_t ddo = smem_desc(sDO + kk * 16 * 128, kBlockM * 128, 1024);
+      const uint64_t dq = smem_desc(sQ + kk * 16 * 128, kBlockM * 128, 1024);
+      if constexpr (kD == 128) {
+        wgmma_rs_n128<T, 1>(dv, pa[kk], ddo, 1);
+        wgmma_rs_n128<T, 1>(dk, pd[kk], dq, 1);
+      } else {
+        wgmma_rs_n64<T, 1>(dv, pa[kk], ddo, 1);
+        wgmma_rs_n64<T, 1>(dk, pd[kk], dq, 1);
+      }
+    }
+    wgmma_commit();
+
+    // dS^T to shared memory: key rows (kBlockN), query columns (kBlockM); query 8nt + 2t + c in chunk nt, byte 4t.
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = key0 + 8 * (i & 1), chunk = 2 * kk + (i >> 1);
+        const uint32_t addr = sDS + sw128_offset(row, chunk, kBlockN) + 4 * t;
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(pd[kk][i]));
+      }
+    }
+    fence_proxy_async();
+    __syncthreads();  // B2
+
+    // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
+    // (its 64-query panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
+    float dqa[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dqa[i] = 0.f;
+    const uint32_t ds_a = sDS + (Cfg::kDqByRows ? wg * kBlockN * 128 : 0);
+    const uint32_t k_b = sK + (Cfg::kDqByRows ? 0 : wg * kBlockN * 128);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t da = smem_desc(ds_a + kk * 16 * 128, kBlockN * 128, 1024);
+      const uint64_t db = smem_desc(k_b + kk * 16 * 128, kBlockN * 128, 1024);
+      wgmma_ss_n64<T, 1, 1>(dqa, da, db, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();  // dQ, and dV / dK of this tile
+    fence_regs(dqa);
+    fence_regs(dv);
+    fence_regs(dk);
+
+    const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
+    const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = m0 + q_row + 8 * h;
+      if (r < rows) {
+        float* dst = p.dq_accum + (row_base + r) * kD + q_col;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]));
+        }
+      }
+    }
+    stage ^= 1;
+  }
+  cp_async_wait<0>();  // no copy left in flight at exit (when no query tile was visible)
+
+  // grad_k = scale * dK, grad_v = dV: (B, Hk, Sk, D) contiguous, rows past Sk not written.
+  const float scale = p.shape.scale;
+  T* gk = static_cast<T*>(p.grad_k);
+  T* gv = static_cast<T*>(p.grad_v);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t j = n_base + key0 + 8 * h;
+    if (j < sk) {
+      const int64_t off = ((b * hk_count + hk) * sk + j) * kD + 2 * t;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        *reinterpret_cast<uint32_t*>(gk + off + 8 * dt) =
+            pack2<T>(dk[dt * 4 + 2 * h] * scale, dk[dt * 4 + 2 * h + 1] * scale);
+        *reinterpret_cast<uint32_t*>(gv + off + 8 * dt) = pack2<T>(dv[dt * 4 + 2 * h], dv[dt * 4 + 2 * h + 1]);
+      }
+    }
+  }
+#endif  // YIRAGE_SM90A_DEVICE
+}
+
+}  // namespace
+}  // namespace yirage::kernels::cuda
+
+#endif  // !YIRAGE_HIP
