@@ -1,7 +1,7 @@
 // Flash attention backward on CUDA tensor cores (FlashAttention-2's algorithm; fp16 / bf16, head dims 64,
 // 128 and 256, sm_80 or newer; mma.sync m16n8k16 with fp32 accumulation). Three kernels (on Hopper, for D = 64
 // and 128, kernel 2 is flash_attention_bwd_sm90_kernel instead: the same algorithm on warpgroup MMAs,
-// attention_bwd_sm90.cuh; 1.33-1.36x faster at B4 H32 S4096 on an H100):
+// attention_bwd_sm90.cuh; 1.32-1.36x faster at B4 H32 S4096 on an H100):
 //
 // 1. flash_attention_bwd_preprocess_kernel: one warp per query row: delta = rowsum(grad_out * out) in fp32
 //    (16-byte vector loads), and the row of the fp32 dq_accum workspace zeroed.
