@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
 #else
   using Tr = BwdTraits<kD, Cfg>;
   constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kDW = Tr::kDW,
-                kChunks = Tr::kChunks, kKeyWarps = Tr::kKeyWarps, kMI = Tr::kMI, kQSplit = Tr::kQSplit;
+                kKeyWarps = Tr::kKeyWarps, kMI = Tr::kMI, kQSplit = Tr::kQSplit;
   constexpr int kQT = Tr::kWarpQ / 16;  // 16-query column blocks of S^T / dP^T per warp
   using TileD = SwizzledTile<kD>;
   using TileS = SwizzledTile<Tr::kSCols>;
@@ -48,27 +48,11 @@ __global__ void __launch_bounds__(BwdTraits<kD, Cfg>::kThreads) flash_attention_
   constexpr bool kWholeRows = kDW % 64 == 0;
   const BwdLaneTile<kD> lt_bd(0, (lane & 7) + (((lane >> 3) & 1) << 3), (lane >> 4) + (kWholeRows ? 0 : d0 / 8));
 
-  int64_t bid = blockIdx.x;
-  const int nb = static_cast<int>(bid % a.key_blocks);
-  bid /= a.key_blocks;
-  const int64_t hk_count = p.shape.heads_k;
-  const int64_t hk = bid % hk_count, b = bid / hk_count;
+  const BwdBlock blk(a, kBlockN);
+  const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
   const int64_t sk = p.shape.seq_k, rows = a.group_rows;
-  const int64_t n_base = static_cast<int64_t>(nb) * kBlockN;
-  const int64_t row_base = (b * hk_count + hk) * rows;  // packed row 0 of this key/value head in (B, Hq, Sq)
-
-  // K and V tiles (kBlockN x kD), rows past Sk zero-filled
-  {
-    const T* kb = static_cast<const T*>(p.k.ptr) + b * p.k.batch_stride + hk * p.k.head_stride;
-    const T* vb = static_cast<const T*>(p.v.ptr) + b * p.v.batch_stride + hk * p.v.head_stride;
-    for (int c = tid; c < kBlockN * kChunks; c += kThreads) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const bool valid = n_base + row < sk;
-      const int64_t j = valid ? n_base + row : 0;
-      cp_async_16(sK + TileD::offset(row, ch), valid ? kb + j * p.k.seq_stride + ch * 8 : p.k.ptr, valid);
-      cp_async_16(sV + TileD::offset(row, ch), valid ? vb + j * p.v.seq_stride + ch * 8 : p.v.ptr, valid);
-    }
-  }
+  const int64_t n_base = blk.n_base, row_base = blk.row_base;  // row_base: packed row 0 of the head in (B, Hq, Sq)
+  blk.load_kv<T, kD, kBlockN, kThreads, TileD>(p, sK, sV);
 
   BwdQueryWalk<T, kD, Cfg> walk(a, b, hk, n_base);
   auto load = [&](int s) {

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   __trap();
 #else
   using namespace sm90;
-  constexpr int kD = Cfg::kD, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kChunks = kD / 8;
+  constexpr int kD = Cfg::kD, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM;
   constexpr int kNT = kBlockM / 8;  // 8-query column tiles of S^T / dP^T per thread
   constexpr int kDT = kD / 8;       // 8-column tiles of dK / dV per thread
   const AttentionBackward& p = a.p;
@@ -81,28 +81,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   const int g = lane >> 2, t = lane & 3;
   const int key0 = wg * 64 + warp_in_wg * 16 + g;  // this thread's keys in the block: key0 and key0 + 8
 
-  int64_t bid = blockIdx.x;
-  const int nb = static_cast<int>(bid % a.key_blocks);
-  bid /= a.key_blocks;
-  const int64_t hk_count = p.shape.heads_k;
-  const int64_t hk = bid % hk_count, b = bid / hk_count;
+  const BwdBlock blk(a, kBlockN);
+  const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
   const int64_t sk = p.shape.seq_k, rows = a.group_rows;
-  const int64_t n_base = static_cast<int64_t>(nb) * kBlockN;
-  const int64_t row_base = (b * hk_count + hk) * rows;  // packed row 0 of this key/value head in (B, Hq, Sq)
-
-  // K and V tiles (kBlockN x kD), rows past Sk zero-filled
-  {
-    const T* kb = static_cast<const T*>(p.k.ptr) + b * p.k.batch_stride + hk * p.k.head_stride;
-    const T* vb = static_cast<const T*>(p.v.ptr) + b * p.v.batch_stride + hk * p.v.head_stride;
-    for (int c = tid; c < kBlockN * kChunks; c += Cfg::kThreads) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const bool valid = n_base + row < sk;
-      const int64_t j = valid ? n_base + row : 0;
-      const uint32_t off = sw128_offset(row, ch, kBlockN);
-      cp_async_16(sK + off, valid ? kb + j * p.k.seq_stride + ch * 8 : p.k.ptr, valid);
-      cp_async_16(sV + off, valid ? vb + j * p.v.seq_stride + ch * 8 : p.v.ptr, valid);
-    }
-  }
+  const int64_t n_base = blk.n_base, row_base = blk.row_base;  // row_base: packed row 0 of the head in (B, Hq, Sq)
+  blk.load_kv<T, kD, kBlockN, Cfg::kThreads, PanelTile<kBlockN>>(p, sK, sV);
 
   BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
   auto load = [&](int s) {
@@ -137,47 +120,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     const float* dlt_t = s_delta + stage * kBlockM;
     const int* lim_t = s_lim + stage * kBlockM;
 
-    // S^T = K_w Q^T, dP^T = V_w dO^T: m64 (keys) x kBlockM (queries), k = kD.
+    // S^T = K_w Q^T, dP^T = V_w dO^T: m64 (keys) x kBlockM (queries), k = kD; A = this warpgroup's rows of K / V,
+    // B = Q / dO (both K-major: 16-element k steps along the 64-column panels).
     float s[kBlockM / 2], dp[kBlockM / 2];
+    auto key_by_query = [&](float(&acc)[kBlockM / 2], uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t panel = kk >> 2, col = (kk & 3) * 32;
+        wgmma_ss_step<T, kBlockM>(acc, smem_desc(a_rows + panel * kBlockN * 128 + col, 16, 1024),
+                                  smem_desc(b_tile + panel * kBlockM * 128 + col, 16, 1024), kk == 0);
+      }
+    };
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint32_t panel = kk >> 2, col = (kk & 3) * 32;
-      const uint64_t dk_a = smem_desc(k_wg + panel * kBlockN * 128 + col, 16, 1024);
-      const uint64_t dq_b = smem_desc(sQ + panel * kBlockM * 128 + col, 16, 1024);
-      if constexpr (kBlockM == 128) {
-        if (kk == 0) {
-          wgmma_ss_n128_zero<T, 0>(s, dk_a, dq_b);
-        } else {
-          wgmma_ss_n128<T, 0>(s, dk_a, dq_b, 1);
-        }
-      } else {
-        if (kk == 0) {
-          wgmma_ss_n64_zero<T, 0>(s, dk_a, dq_b);
-        } else {
-          wgmma_ss_n64<T, 0>(s, dk_a, dq_b, 1);
-        }
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint32_t panel = kk >> 2, col = (kk & 3) * 32;
-      const uint64_t dv_a = smem_desc(v_wg + panel * kBlockN * 128 + col, 16, 1024);
-      const uint64_t ddo_b = smem_desc(sDO + panel * kBlockM * 128 + col, 16, 1024);
-      if constexpr (kBlockM == 128) {
-        if (kk == 0) {
-          wgmma_ss_n128_zero<T, 0>(dp, dv_a, ddo_b);
-        } else {
-          wgmma_ss_n128<T, 0>(dp, dv_a, ddo_b, 1);
-        }
-      } else {
-        if (kk == 0) {
-          wgmma_ss_n64_zero<T, 0>(dp, dv_a, ddo_b);
-        } else {
-          wgmma_ss_n64<T, 0>(dp, dv_a, ddo_b, 1);
-        }
-      }
-    }
+    key_by_query(s, k_wg, sQ);
+    key_by_query(dp, v_wg, sDO);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(s);
@@ -235,13 +191,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       const uint64_t ddo = smem_desc(sDO + kk * 16 * 128, kBlockM * 128, 1024);
       const uint64_t dq = smem_desc(sQ + kk * 16 * 128, kBlockM * 128, 1024);
-      if constexpr (kD == 128) {
-        wgmma_rs_n128<T, 1>(dv, pa[kk], ddo, 1);
-        wgmma_rs_n128<T, 1>(dk, pd[kk], dq, 1);
-      } else {
-        wgmma_rs_n64<T, 1>(dv, pa[kk], ddo, 1);
-        wgmma_rs_n64<T, 1>(dk, pd[kk], dq, 1);
-      }
+      wgmma_rs_acc<T, kD, 1>(dv, pa[kk], ddo);
+      wgmma_rs_acc<T, kD, 1>(dk, pd[kk], dq);
     }
     wgmma_commit();
 
@@ -261,8 +212,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
     // (its 64-query panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
     float dqa[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) dqa[i] = 0.f;
     const uint32_t ds_a = sDS + (Cfg::kDqByRows ? wg * kBlockN * 128 : 0);
     const uint32_t k_b = sK + (Cfg::kDqByRows ? 0 : wg * kBlockN * 128);
     wgmma_fence();
@@ -270,7 +219,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t da = smem_desc(ds_a + kk * 16 * 128, kBlockN * 128, 1024);
       const uint64_t db = smem_desc(k_b + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_ss_n64<T, 1, 1>(dqa, da, db, 1);
+      wgmma_ss_step<T, 64, 1, 1>(dqa, da, db, kk == 0);
     }
     wgmma_commit();
     wgmma_wait<0>();  // dQ, and dV / dK of this tile

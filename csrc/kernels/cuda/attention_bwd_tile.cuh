@@ -109,6 +109,37 @@ struct BwdArgs {
   float scale_log2;    // scale * log2(e)
 };
 
+// A block's place: blockIdx.x = (b * Hk + hk) * key_blocks + nb is key block nb (first key n_base) of key/value
+// head hk of batch b; row_base is that head's packed row 0 in (B, Hq, Sq).
+struct BwdBlock {
+  int64_t hk = 0, b = 0, n_base = 0, row_base = 0;
+  __device__ __forceinline__ BwdBlock(const BwdArgs& a, int block_n) {
+    int64_t bid = blockIdx.x;
+    const int nb = static_cast<int>(bid % a.key_blocks);
+    bid /= a.key_blocks;
+    hk = bid % a.p.shape.heads_k;
+    b = bid / a.p.shape.heads_k;
+    n_base = static_cast<int64_t>(nb) * block_n;
+    row_base = (b * a.p.shape.heads_k + hk) * a.group_rows;
+  }
+  // cp.async copies of the block's K and V tiles (kBlockN x kD, rows past Sk zero-filled) to shared memory at sK
+  // and sV, chunk c of row r at Layout::offset(r, c), by the kThreads threads of the block.
+  template <typename T, int kD, int kBlockN, int kThreads, typename Layout>
+  __device__ __forceinline__ void load_kv(const AttentionBackward& p, uint32_t sK, uint32_t sV) const {
+    constexpr int kChunks = kD / 8;
+    const T* kb = static_cast<const T*>(p.k.ptr) + b * p.k.batch_stride + hk * p.k.head_stride;
+    const T* vb = static_cast<const T*>(p.v.ptr) + b * p.v.batch_stride + hk * p.v.head_stride;
+    for (int c = threadIdx.x; c < kBlockN * kChunks; c += kThreads) {
+      const int row = c / kChunks, ch = c % kChunks;
+      const bool valid = n_base + row < p.shape.seq_k;
+      const int64_t j = valid ? n_base + row : 0;
+      const uint32_t off = Layout::offset(row, ch);
+      cp_async_16(sK + off, valid ? kb + j * p.k.seq_stride + ch * 8 : p.k.ptr, valid);
+      cp_async_16(sV + off, valid ? vb + j * p.v.seq_stride + ch * 8 : p.v.ptr, valid);
+    }
+  }
+};
+
 // The walk of one block over the query tiles of its key/value head: tile m holds the stacked rows
 // m * kBlockM .. (row r = (head hk * G + r / Sq, position r % Sq)). The cursor (m, h, i) names the tile's first
 // row as (head offset h, position i) and is stepped, not divided out (the launcher keeps G * Sq + kBlockM below

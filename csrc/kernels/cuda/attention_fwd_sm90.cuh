@@ -151,19 +151,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       const uint32_t panel = (kk >> 2), col = (kk & 3) * 32;
       const uint64_t da = smem_desc(q_wg + panel * kBlockM * 128 + col, 16, 1024);
       const uint64_t db = smem_desc(k_tile + panel * kBlockN * 128 + col, 16, 1024);
-      if constexpr (kBlockN == 128) {
-        if (kk == 0) {
-          wgmma_ss_n128_zero<T, 0>(s, da, db);
-        } else {
-          wgmma_ss_n128<T, 0>(s, da, db, 1);
-        }
-      } else {
-        if (kk == 0) {
-          wgmma_ss_n64_zero<T, 0>(s, da, db);
-        } else {
-          wgmma_ss_n64<T, 0>(s, da, db, 1);
-        }
-      }
+      wgmma_ss_step<T, kBlockN>(s, da, db, kk == 0);
     }
     wgmma_commit();
     wgmma_wait<0>();  // S_nb, and P_{nb-1} V_{nb-1}
@@ -235,13 +223,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t db = smem_desc(v_tile + kk * 16 * 128, kBlockN * 128, 1024);
-      if constexpr (kD == 256) {
-        wgmma_rs_n256<T, 1>(o, pa[kk], db, 1);
-      } else if constexpr (kD == 128) {
-        wgmma_rs_n128<T, 1>(o, pa[kk], db, 1);
-      } else {
-        wgmma_rs_n64<T, 1>(o, pa[kk], db, 1);
-      }
+      wgmma_rs_acc<T, kD, 1>(o, pa[kk], db);
     }
     wgmma_commit();
   }

@@ -224,23 +224,23 @@ __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], const uint32_t (&
 
 // The first k step of a product: d = A * B, the accumulators only written (no dependence on their old values,
 // which would make the compiler define them first and serialize the wgmma pipeline).
-template <typename T, int kTransB>
+template <typename T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss_n64_zero(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
 #if YIRAGE_SM90A_DEVICE
   if constexpr (std::is_same_v<T, bf16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
-        "p, 1, 1, 0, %35;\n}\n"
+        "p, 1, 1, %36, %35;\n}\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB), "n"(kTransA));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
-        "p, 1, 1, 0, %35;\n}\n"
+        "p, 1, 1, %36, %35;\n}\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB), "n"(kTransA));
   }
 #endif
 }
@@ -264,6 +264,40 @@ __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc
         : "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB));
   }
 #endif
+}
+
+// One k step of an m64 x kN product with both operands in shared memory: d = A * B on the first step (the
+// accumulators only written), d += A * B after. kN = 64 or 128 (kTransA: kN = 64 only); `first` is a constant once
+// the k loop is unrolled.
+template <typename T, int kN, int kTransB = 0, int kTransA = 0>
+__device__ __forceinline__ void wgmma_ss_step(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, bool first) {
+  static_assert(kN == 64 || (kN == 128 && kTransA == 0), "wgmma_ss_step: m64n64 (A either way) or m64n128");
+  if constexpr (kN == 64) {
+    if (first) {
+      wgmma_ss_n64_zero<T, kTransB, kTransA>(d, desc_a, desc_b);
+    } else {
+      wgmma_ss_n64<T, kTransB, kTransA>(d, desc_a, desc_b, 1);
+    }
+  } else {
+    if (first) {
+      wgmma_ss_n128_zero<T, kTransB>(d, desc_a, desc_b);
+    } else {
+      wgmma_ss_n128<T, kTransB>(d, desc_a, desc_b, 1);
+    }
+  }
+}
+
+// d += A * B for one k step of an m64 x kN product, A from registers (kN = 64, 128 or 256).
+template <typename T, int kN, int kTransB>
+__device__ __forceinline__ void wgmma_rs_acc(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "wgmma_rs_acc: n = 64, 128 or 256");
+  if constexpr (kN == 256) {
+    wgmma_rs_n256<T, kTransB>(d, a, desc_b, 1);
+  } else if constexpr (kN == 128) {
+    wgmma_rs_n128<T, kTransB>(d, a, desc_b, 1);
+  } else {
+    wgmma_rs_n64<T, kTransB>(d, a, desc_b, 1);
+  }
 }
 
 // Host: whether the current device runs the Hopper kernel `kernel` (one of those built from this header):
