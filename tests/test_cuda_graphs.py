@@ -32,8 +32,10 @@ def _has_cuda_kernel(op):
 
 
 HAS_CUDA = torch.cuda.is_available() and _has_cuda_kernel("rms_norm")
-pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU and yirage's CUDA kernels "
-                                                     "(torch.cuda.is_available() and a CUDA kernel for yirage ops)")
+# marked `cuda`: `pytest tests -m cuda` on a GPU machine selects this file too
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU and yirage's CUDA kernels "
+                                 "(torch.cuda.is_available() and a CUDA kernel for yirage ops)")]
 
 
 @dataclasses.dataclass(frozen=True)
