@@ -57,24 +57,49 @@ __device__ __forceinline__ float normal_cdf(float x, float* gauss) {
   const float tail = 0.f < x ? 1.f - lower : lower;  // Phi(x)
   return y < F::kSplit ? near0 : tail;                     // NaN: tail, NaN
 }
+// 2^v and 1/v with the hardware approximations and subnormal results flushed to zero (CUDA: ex2 / rcp .approx.ftz,
+// one instruction each; without ftz the compiler adds a range check and a rescale around each). HIP: exp2f and a
+// division.
+__device__ __forceinline__ float exp2_ftz(float v) {
+#if YIRAGE_HIP
+  return exp2f(v);
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+#endif
+}
+__device__ __forceinline__ float rcp_ftz(float v) {
+#if YIRAGE_HIP
+  return 1.f / v;
+#else
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+#endif
+}
+
 // The same for results rounded to bf16 / fp16: erfc(|x| / sqrt 2) from the Chebyshev fit of Numerical Recipes'
-// erfcc with the hardware reciprocal and exp2, about 15 instructions. Relative error about 4e-6 for |x| < 8 (1e-5
-// further down the lower tail), far below half an ulp of either type (2e-3 for bf16, 2.4e-4 for fp16); the fp32
-// form above costs enough to leave bf16 gelu compute-bound (68% of the copy bandwidth on an H100, this one 88%).
+// erfcc, t = 1 / (1 + z / 2), erfc(z) = t exp(-z^2 + R(t)); about 20 instructions. R's coefficients are scaled by
+// log2(e) (and its constant term lowered by 1 for the factor 1/2) so the exponential is one ex2. Relative error
+// about 4e-6 for |x| < 8 (1e-5 further down the lower tail), far below half an ulp of either type (2e-3 for bf16,
+// 2.4e-4 for fp16); the fp32 form above costs enough to leave bf16 gelu compute-bound (68% of the copy bandwidth
+// on an H100). Results below 2^-126 flush to zero (gelu(x) for x < -13, where torch's erf form gives 0 as well).
 __device__ __forceinline__ float normal_cdf_low(float x, float* gauss) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = __fdividef(1.f, fmaf(0.5f, z, 1.f));
-  float r = fmaf(t, 0.17087277f, -0.82215223f);
-  r = fmaf(t, r, 1.48851587f);
-  r = fmaf(t, r, -1.13520398f);
-  r = fmaf(t, r, 0.27886807f);
-  r = fmaf(t, r, -0.18628806f);
-  r = fmaf(t, r, 0.09678418f);
-  r = fmaf(t, r, 0.37409196f);
-  r = fmaf(t, r, 1.00002368f);
-  r = fmaf(t, r, -1.26551223f);
-  *gauss = __expf(-z * z);                      // exp(-x^2 / 2); dead code in the forward
-  const float lower = 0.5f * t * __expf(r - z * z);  // Phi(-|x|) = erfc(|x| / sqrt 2) / 2
+  constexpr float L = 1.4426950408889634f;  // log2(e)
+  const float t = rcp_ftz(fmaf(fabsf(x), 0.35355339059327376f, 1.f));  // 1 / (1 + |x| / (2 sqrt 2))
+  float r = fmaf(t, 0.17087277f * L, -0.82215223f * L);
+  r = fmaf(t, r, 1.48851587f * L);
+  r = fmaf(t, r, -1.13520398f * L);
+  r = fmaf(t, r, 0.27886807f * L);
+  r = fmaf(t, r, -0.18628806f * L);
+  r = fmaf(t, r, 0.09678418f * L);
+  r = fmaf(t, r, 0.37409196f * L);
+  r = fmaf(t, r, 1.00002368f * L);
+  r = fmaf(t, r, -1.26551223f * L - 1.f);
+  const float xl = x * (-0.5f * L);
+  *gauss = exp2_ftz(xl * x);                    // exp(-x^2 / 2); dead code in the forward
+  const float lower = t * exp2_ftz(fmaf(xl, x, r));  // Phi(-|x|) = erfc(|x| / sqrt 2) / 2
   return 0.f < x ? 1.f - lower : lower;         // NaN: NaN
 }
 __device__ __forceinline__ double normal_cdf(double x, double* gauss) {
@@ -150,12 +175,13 @@ struct ActMath<Activation::gelu_tanh, kLow> {
   }
 };
 
-// The unit index u as (row, first column): `upr` units per row.
-__device__ __forceinline__ void act_unit(int64_t u, int64_t upr, bool small, int64_t* row, int64_t* col) {
+// The unit index u as (row, first column): `upr` units per row; `fdiv` divides by upr when total < 2^31.
+__device__ __forceinline__ void act_unit(int64_t u, int64_t upr, const FastDiv& fdiv, bool small, int64_t* row,
+                                         int64_t* col) {
   if (small) {
-    const uint32_t r = uint32_t(u) / uint32_t(upr);
+    const uint32_t r = fdiv.div(uint32_t(u));
     *row = r;
-    *col = int64_t(uint32_t(u) - r * uint32_t(upr));
+    *col = int64_t(uint32_t(u) - r * fdiv.d);
   } else {
     *row = u / upr;
     *col = u - *row * upr;
@@ -163,15 +189,15 @@ __device__ __forceinline__ void act_unit(int64_t u, int64_t upr, bool small, int
 }
 
 template <typename T, int V, Activation K, bool GATED>
-__global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total) {
+__global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, FastDiv fdiv) {
   using A = acc_t<T>;
   using M = ActMath<K, sizeof(T) == 2>;
-  const bool small = total <= int64_t(0xffffffff);
+  const bool small = total <= int64_t(0x7fffffff);
   const T* x = static_cast<const T*>(p.x);
   T* out = static_cast<T*>(p.out);
   for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < total; u += int64_t(gridDim.x) * blockDim.x) {
     int64_t row, c;
-    act_unit(u, upr, small, &row, &c);
+    act_unit(u, upr, fdiv, small, &row, &c);
     c *= V;
     const T* xr = x + row * p.x_stride + c;
     T* yr = out + row * p.cols + c;
@@ -199,17 +225,17 @@ __global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total) 
 }
 
 template <typename T, int V, Activation K, bool GATED>
-__global__ void act_bwd_kernel(ActivationBackward p, int64_t upr, int64_t total) {
+__global__ void act_bwd_kernel(ActivationBackward p, int64_t upr, int64_t total, FastDiv fdiv) {
   using A = acc_t<T>;
   using M = ActMath<K, sizeof(T) == 2>;
-  const bool small = total <= int64_t(0xffffffff);
+  const bool small = total <= int64_t(0x7fffffff);
   const T* x = static_cast<const T*>(p.x);
   const T* g = static_cast<const T*>(p.grad_out);
   T* dx = static_cast<T*>(p.grad_x);
   const int64_t dx_stride = GATED ? 2 * p.cols : p.cols;
   for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < total; u += int64_t(gridDim.x) * blockDim.x) {
     int64_t row, c;
-    act_unit(u, upr, small, &row, &c);
+    act_unit(u, upr, fdiv, small, &row, &c);
     c *= V;
     const T* xr = x + row * p.x_stride + c;
     const T* gr = g + row * p.grad_out_stride + c;
@@ -260,6 +286,7 @@ constexpr int kActThreads = 256;
 // Units per row and the grid for `rows` rows of `cols` elements, V per unit.
 struct ActGrid {
   int64_t upr = 0, total = 0;
+  FastDiv fdiv;  // by upr, when total < 2^31
   unsigned blocks = 0;
 };
 
@@ -267,6 +294,7 @@ ActGrid act_grid(int64_t rows, int64_t cols, int v) {
   ActGrid g;
   g.upr = (cols + v - 1) / v;
   g.total = rows * g.upr;
+  if (g.total <= int64_t(0x7fffffff)) g.fdiv = FastDiv(uint32_t(g.upr));
   const int64_t blocks = (g.total + kActThreads - 1) / kActThreads;
   g.blocks = unsigned(blocks < 0x7fffffff ? blocks : 0x7fffffff);
   return g;
@@ -281,9 +309,9 @@ template <typename T, int V, bool GATED>
 cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
   const ActGrid g = act_grid(p.rows, p.cols, V);
   switch (p.act) {
-    case Activation::silu: act_fwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
-    case Activation::gelu: act_fwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
-    case Activation::gelu_tanh: act_fwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::silu: act_fwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::gelu: act_fwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::gelu_tanh: act_fwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
     default: return cudaErrorInvalidValue;
   }
   return launch_status();
@@ -293,9 +321,9 @@ template <typename T, int V, bool GATED>
 cudaError_t act_bwd_launch(const ActivationBackward& p, cudaStream_t stream) {
   const ActGrid g = act_grid(p.rows, p.cols, V);
   switch (p.act) {
-    case Activation::silu: act_bwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
-    case Activation::gelu: act_bwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
-    case Activation::gelu_tanh: act_bwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total); break;
+    case Activation::silu: act_bwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::gelu: act_bwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::gelu_tanh: act_bwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
     default: return cudaErrorInvalidValue;
   }
   return launch_status();

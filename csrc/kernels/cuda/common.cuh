@@ -138,6 +138,25 @@ __device__ __forceinline__ T block_max(T v, T* smem) {
   return t;
 }
 
+// n / d for 0 <= n < 2^31 and 1 <= d < 2^31 as a multiply-high, an add and a shift, the divisor's magic number
+// computed once on the host (Granlund-Montgomery, as PyTorch's IntDivider): about 3 instructions against a
+// 32-bit division's 20 or a 64-bit one's 70, in kernels that split a flat thread index into several coordinates.
+struct FastDiv {
+  uint32_t d = 1, m = 1, s = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while (s < 31 && (uint32_t(1) << s) < divisor) ++s;
+    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - divisor)) / divisor + 1);
+  }
+  __host__ __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return (__umulhi(n, m) + n) >> s;
+#else
+    return uint32_t(((uint64_t(n) * m >> 32) + n) >> s);
+#endif
+  }
+};
+
 // The launch's error (cudaSuccess when the kernel was queued).
 inline cudaError_t launch_status() { return cudaGetLastError(); }
 
