@@ -30,7 +30,7 @@ using norm::write_partial;
 // them there again; fp32 rows are loaded into registers (stages = 0). Only the weight-gradient accumulators
 // live in registers across rows.
 template <typename T, int NV>
-__global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr, int stages) {
+__device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, int stages) {
   using A = float;
   constexpr int V = kVec<T>;
   constexpr bool kStaged = norm::kStageRows<T>;
@@ -128,6 +128,19 @@ __global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr, 
   write_partial<NV, V>(dw, ws, rms_bwd_merge, p.cols, nvec, tpr, rpb, lane, sub);
 }
 
+// The kernels: ptxas gives the 2-vector instance 75 registers under __launch_bounds__(512), one 512-thread block
+// per SM (a quarter of the warps); capped at 64 (two blocks) it does not spill. The others keep the plain bound:
+// capped they spill (4 vectors: 292 bytes at 64 registers), and an explicit minimum of 1 block is not the same
+// bound to ptxas (the bf16 4-vector forward got 86 registers with (512, 1) against 64 with (512)).
+template <typename T, int NV>
+__global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr, int stages) {
+  rms_bwd_rows<T, NV>(p, tpr, stages);
+}
+template <typename T>
+__global__ void __launch_bounds__(512, 2) rms_bwd_regs2(RmsNormBackward p, int tpr, int stages) {
+  rms_bwd_rows<T, 2>(p, tpr, stages);
+}
+
 // ---------------------------------------------------------------- backward, long-row path
 template <typename T, int V>
 __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
@@ -198,7 +211,7 @@ BwdRegsKernel bwd_regs_kernel(int nv) {
   } else {
     switch (nv) {
       case 1: return rms_bwd_regs<T, 1>;
-      case 2: return rms_bwd_regs<T, 2>;
+      case 2: return rms_bwd_regs2<T>;
       default: return rms_bwd_regs<T, 4>;
     }
   }
