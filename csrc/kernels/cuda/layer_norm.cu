@@ -10,7 +10,10 @@
 // them again from the registers around that first estimate of the mean (one more reduction). H100, bf16
 // 16384x4096, kernel alone: 75% of the copy bandwidth with two reductions and an fp32 copy of the row, 91%
 // with one (benchmarks/results/cuda-rowops-h100-2026-11-23.md). Reductions: xor shuffles in the warp, shared
-// memory across warps.
+// memory across warps (group_sum). A persistent grid (as many blocks as fit the GPU at once, each looping
+// over rows), rstd by rsqrtf and 32-bit column indices: the kernel was issue-bound on an H200 (61 M warp
+// instructions at bf16 16384x4096, Liger's 42 M); 47 M after, 82.6 -> 75.0 us
+// (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md).
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
 // per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read; the same sums
 // around that first estimate of the mean in one more read when x[0] lies far from it, as above), pass 2
@@ -40,7 +43,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
   __shared__ A smem[512 / kWarpSize * 2];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
-  const int64_t nvec = p.cols / V;
+  const int nvec = int(p.cols / V);  // at most 512 * 8 on this path
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
   const T* bias = static_cast<const T*>(p.bias);
@@ -54,7 +57,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
     // every load of the row is issued before any arithmetic
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
+      const int j = k * tpr + lane;
       if (live && j < nvec) xv[k] = load_vec<T, V>(x + j * V);
     }
     // the mean of d = x - base and the variance from the sums of d and d^2 (one reduction over the registers)
@@ -62,7 +65,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       A s[2] = {A(0), A(0)};
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
+        const int j = k * tpr + lane;
         if (live && j < nvec) {
 #pragma unroll
           for (int e = 0; e < V; ++e) {
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
           }
         }
       }
-      group_sum<2>(s, tpr, smem);
+      group_sum<2>(s, tpr, sub, smem);
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
     };
@@ -89,11 +92,11 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       base += off;
       moments(base, off, var);
     }
-    const A rstd = A(1) / sqrtf((var > A(0) ? var : A(0)) + A(p.eps));
+    const A rstd = rsqrtf((var > A(0) ? var : A(0)) + A(p.eps));
     T* y = static_cast<T*>(p.out) + rr * p.cols;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
+      const int j = k * tpr + lane;
       if (live && j < nvec) {
         A o[V];
 #pragma unroll
@@ -174,15 +177,18 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, double>) {
     const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true) : RowPlan{};
     if (rp.regs) {
+      // a persistent grid: as many blocks as the GPU holds at once, each looping over row groups
+      using Kernel = void (*)(LayerNormForward, int);
+      const Kernel kernel = rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1>)
+                            : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2>)
+                            : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4>)
+                                         : Kernel(ln_fwd_regs<T, 8>);
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
-      const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-      switch (rp.nv) {
-        case 1: ln_fwd_regs<T, 1><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        case 2: ln_fwd_regs<T, 2><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        case 4: ln_fwd_regs<T, 4><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        default: ln_fwd_regs<T, 8><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-      }
+      const int64_t cap = int64_t(norm::sm_count()) * norm::blocks_per_sm(kernel, rp.block, 0);
+      const int64_t n = groups < cap ? groups : cap;
+      const dim3 grid(unsigned(n < norm::kMaxGrid ? n : norm::kMaxGrid));  // named: a `<` inside <<<...>>> misleads hipify
+      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
   }

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
           add_moments(s, xv(k), gv(k), b, w != nullptr, b0);
         }
       }
-      group_sum<4>(s, tpr, smem);
+      group_sum<4>(s, tpr, sub, smem);
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
       mean_gw = s[2] * inv_n;
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
       moments(base, off, var, mean_gw, mean_gwc);
     }
     var = var > A(0) ? var : A(0);
-    const A rstd = A(1) / sqrtf(var + A(p.eps));
+    const A rstd = rsqrtf(var + A(p.eps));
     const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
 #pragma unroll

@@ -74,29 +74,41 @@ inline int device_attribute(Attr attr, int what, int fallback) {
 }
 
 // Sum of K values over a group of `tpr` consecutive threads (a power of two up to the warp size, else a whole
-// number of warps); every thread of the group
-// gets the sums. `smem` holds blockDim.x / kWarpSize * K values (only used when tpr > kWarpSize).
+// number of warps, at most 512 threads); every thread of the group gets the sums. `sub` is the caller's group in the
+// block (threadIdx.x / tpr). `smem` holds blockDim.x / kWarpSize * K values (only used when tpr > kWarpSize).
+// Whole-warp groups take a fixed butterfly, then (several warps) one value per warp through shared memory, summed
+// by a second butterfly: no division, no loop over the warps (the per-row overhead this replaces was a third of the
+// forward kernels' instructions; rms_norm.cu).
 template <int K, typename A>
-__device__ __forceinline__ void group_sum(A (&v)[K], int tpr, A* smem) {
-  const int width = tpr < kWarpSize ? tpr : kWarpSize;
-  for (int m = width / 2; m > 0; m /= 2) {
+__device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) {
+  if (tpr >= kWarpSize) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+    for (int m = kWarpSize / 2; m > 0; m /= 2) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+    }
+  } else {
+    for (int m = tpr / 2; m > 0; m /= 2) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+    }
   }
   if (tpr > kWarpSize) {
-    const int wpr = tpr / kWarpSize;              // warps per row
-    const int warp = threadIdx.x / kWarpSize;     // warp in the block
-    const int first = warp / wpr * wpr;           // first warp of this row
-    if (threadIdx.x % kWarpSize == 0) {
+    // one value per warp through shared memory; lane l of every warp of the row reads warp l's and a second
+    // butterfly sums them (a row has at most 512 / kWarpSize warps)
+    const int wpr = tpr / kWarpSize;
+    const int warp = threadIdx.x / kWarpSize, l = threadIdx.x % kWarpSize;
+    if (l == 0) {
 #pragma unroll
       for (int k = 0; k < K; ++k) smem[warp * K + k] = v[k];
     }
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = A(0);
-    for (int w = 0; w < wpr; ++w) {
+    for (int k = 0; k < K; ++k) v[k] = l < wpr ? smem[(sub * wpr + l) * K + k] : A(0);
 #pragma unroll
-      for (int k = 0; k < K; ++k) v[k] += smem[(first + w) * K + k];
+    for (int m = kWarpSize / 2; m > 0; m /= 2) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
     }
     __syncthreads();
   }

@@ -4,12 +4,21 @@
 // or 16K fp32 elements): a row is held by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
 // beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
 // norm_common.cuh): 1024 fp32 -> a warp per row,
-// eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain bf16/fp16 forward aims at 2
-// vectors per thread on rows up to 4096 elements when there are many rows (4096 bf16 -> 256 threads per row,
-// 2560 -> 160), at 4 elsewhere (8192 bf16 -> 256 x 4; fwd_target below); the fused forward keeps 4 (two
-// loads per vector already in flight).
+// eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain forward (fwd_target below) aims
+// at 4 vectors per thread, and for fp16 / bf16 runs a persistent grid (as many
+// blocks as fit the GPU at once, each looping over rows). The fused forward aims at 2 vectors per thread and
+// does not keep the row in registers: it writes h = x + residual, reduces, then reads h back (from L2) for the
+// output, at 32 registers (rms_fwd_reread), on rows of up to 2 vectors per thread; longer ones keep the row
+// in registers at 4 vectors per thread.
 // x is read once and y written once (fused: x and residual read, y and h written). Reductions: xor
 // shuffles within the warp, shared memory across the warps of a row (group_sum).
+// Why (H200, bf16, kernel alone in Nsight Compute; benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md):
+// the forward was issue-bound, not memory-bound: 64 M warp instructions at 16384x4096 against 33 M for Liger's
+// kernel, 79% of issue slots busy. Most of it was per-row overhead: a runtime-width shuffle loop, a division to
+// find the row's first warp, a looped sum over the warps' partials, an IEEE division, square root and reciprocal
+// for rstd, 64-bit column indices, and the block prologue (a block per row). Now: a fixed butterfly, the warps'
+// partials summed by a second butterfly, rsqrtf, 32-bit column indices, the persistent grid and 4 vectors per
+// thread: 31 M instructions, 79 -> 70 us (Liger 63-66 us in the same runs).
 // Long-row path (any dtype, fp64 always; rows longer than the register path, or unaligned rows /
 // strides / odd lengths): one block per row (grid-stride over rows), pass 1 reduces, pass 2 re-reads
 // the row (from L2) and writes; 16-byte vectors when aligned, element accesses otherwise.
@@ -27,16 +36,20 @@ using norm::block_sum_k;
 using norm::RowPlan;
 
 // ---------------------------------------------------------------- forward, register path
-template <typename T, int NV, bool kRes>
-__global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
+// kReread: the fused forward's row is not kept in registers: h is written in the first pass and read back in the
+// second.
+template <typename T, int NV, bool kRes, bool kReread>
+__device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
+  static_assert(kRes || !kReread, "only the fused forward re-reads its row (h)");
   __shared__ A smem[512 / kWarpSize];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
-  const int64_t nvec = p.cols / V;
+  const int nvec = int(p.cols / V);  // at most 512 * 8 on this path
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
+  const A inv_n = A(1) / A(p.cols);
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
@@ -49,14 +62,14 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
       // vector by vector, as below
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
+        const int j = k * tpr + lane;
         if (live && j < nvec) h[k] = load_vec<T, V>(x + j * V);
       }
     }
     A ss[1] = {A(0)};
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
+      const int j = k * tpr + lane;
       if (live && j < nvec) {
         if constexpr (kRes) {
           h[k] = load_vec<T, V>(x + j * V);
@@ -69,13 +82,15 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
         for (int e = 0; e < V; ++e) { const A f = to_acc(h[k].v[e]); ss[0] += f * f; }
       }
     }
-    group_sum<1>(ss, tpr, smem);
-    const A rstd = A(1) / sqrtf(ss[0] / A(p.cols) + A(p.eps));
+    group_sum<1>(ss, tpr, sub, smem);
+    const A rstd = rsqrtf(ss[0] * inv_n + A(p.eps));
     T* y = static_cast<T*>(p.out) + rr * p.cols;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
+      const int j = k * tpr + lane;
       if (live && j < nvec) {
+        // h was stored by this thread in the first pass
+        if constexpr (kReread) h[k] = load_vec<T, V>(static_cast<const T*>(p.residual_out) + rr * p.cols + j * V);
         Vec<T, V> o;
         if (w) {
           const Vec<T, V> b = load_vec<T, V>(w + j * V);
@@ -89,6 +104,20 @@ __global__ void __launch_bounds__(512) rms_fwd_regs(RmsNormForward p, int tpr) {
       }
     }
   }
+}
+
+// The plain forward and the fused one that keeps its row in registers; ptxas gives the 4-vector instance 64
+// registers only with a minimum of 2 blocks (72-77 without: one block fewer per SM, 36 -> 42 us at bf16
+// 4096x8192), the others their (512) allocation (a minimum of 0 is the same as none; 1 is not: see
+// cuda-gelu-rotary-h100-2026-11-25.md).
+template <typename T, int NV, bool kRes>
+__global__ void __launch_bounds__(512, NV == 4 ? 2 : 0) rms_fwd_regs(RmsNormForward p, int tpr) {
+  rms_fwd_rows<T, NV, kRes, false>(p, tpr);
+}
+// The fused forward reading h back: 32 registers (four 512-thread blocks per SM), no spills at 1 or 2 vectors.
+template <typename T, int NV>
+__global__ void __launch_bounds__(512, 4) rms_fwd_reread(RmsNormForward p, int tpr) {
+  rms_fwd_rows<T, NV, true, true>(p, tpr);
 }
 
 // ---------------------------------------------------------------- forward, long-row path
@@ -143,15 +172,23 @@ bool fwd_vec_ok(const RmsNormForward& p) {
   return ok;
 }
 
-// Vectors per thread the register plan aims at. The plain fp16/bf16 forward takes 2 on rows of at most 512 vectors
-// (4096 elements) when there are at least 4096 rows; 4 everywhere else. H100, bf16, kernel alone, % of the copy
-// bandwidth with 2 vs 4 (rows of whole warps): 8192x2560 96.3 / 93.7, 4096x3072 94.7 / 91.9, 16384x1536 97.0 /
-// 94.8; 16384x4096 98.8 / 98.1, 65536x1024 99.3 / 98.1; but 8192x5120 91.6 / 97.0, 4096x8192 93.6 / 96.9,
-// 2048x2048 83.9 / 93.7 (benchmarks/results/cuda-norm-fwd-h100-2026-11-25.md).
-template <typename T, bool kRes>
-int fwd_target(const RmsNormForward& p) {
-  if (sizeof(T) != 2 || kRes) return 4;
-  return p.cols / kVec<T> <= 512 && p.rows >= 4096 ? 2 : 4;
+// Vectors per thread the register plan aims at: 4 for the plain forward (8192 bf16 -> 256 threads x 4, 1024 -> a
+// warp x 4), 2 for the fused one (its re-reading kernel; rows that need more than 2 fall back to 4 in registers).
+// With the per-row overhead of the old kernel, 2 vectors per thread (more threads per row) measured faster on rows
+// of at most 4096 bf16 elements (H100, cuda-norm-fwd-h100-2026-11-25.md); without it, 4 is as fast or faster at
+// every shape measured on an H200, kernel alone: 16384x4096 71.2 -> 70.1 us, 65536x1024 69.6 -> 68.4, 8192x2048
+// 19.6 -> 18.8 (cuda-norm-fwd-instructions-h200-2026-11-26.md).
+template <bool kRes>
+constexpr int fwd_target() {
+  return kRes ? 2 : 4;
+}
+
+// Blocks of `kernel` the GPU holds at once (at least 1 per SM), capped by `groups`: the persistent grid.
+template <typename K>
+dim3 resident_grid(K kernel, int block, int64_t groups) {
+  const int64_t cap = int64_t(norm::sm_count()) * norm::blocks_per_sm(kernel, block, 0);
+  const int64_t n = groups < cap ? groups : cap;
+  return dim3(unsigned(n < norm::kMaxGrid ? n : norm::kMaxGrid));
 }
 
 template <typename T, bool kRes>
@@ -159,18 +196,29 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   const bool vec = fwd_vec_ok<T>(p);
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan rp =
-        vec ? norm::plan_rows(p.cols / V, 8, fwd_target<T, kRes>(p), /*whole_warps=*/true) : RowPlan{};
-    if (rp.regs) {
+    using Kernel = void (*)(RmsNormForward, int);
+    RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<kRes>(), /*whole_warps=*/true) : RowPlan{};
+    if (kRes && rp.regs && rp.nv <= 2) {
+      // the fused forward re-reading h: a block per row group (a persistent grid measured 2-5% slower, H200)
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
       const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-      switch (rp.nv) {
-        case 1: rms_fwd_regs<T, 1, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        case 2: rms_fwd_regs<T, 2, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        case 4: rms_fwd_regs<T, 4, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-        default: rms_fwd_regs<T, 8, kRes><<<grid, rp.block, 0, stream>>>(p, rp.tpr); break;
-      }
+      const Kernel kernel = rp.nv == 1 ? Kernel(rms_fwd_reread<T, 1>) : Kernel(rms_fwd_reread<T, 2>);
+      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
+      return launch_status();
+    }
+    if (kRes && rp.regs) rp = norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true);
+    if (rp.regs) {
+      const Kernel kernel = rp.nv == 1   ? Kernel(rms_fwd_regs<T, 1, kRes>)
+                            : rp.nv == 2 ? Kernel(rms_fwd_regs<T, 2, kRes>)
+                            : rp.nv == 4 ? Kernel(rms_fwd_regs<T, 4, kRes>)
+                                         : Kernel(rms_fwd_regs<T, 8, kRes>);
+      // a persistent grid for fp16 / bf16 (fp32 4096x8192 ran 2-3% slower with it, H200)
+      const int rpb = rp.block / rp.tpr;
+      const int64_t groups = (p.rows + rpb - 1) / rpb;
+      const dim3 grid = sizeof(T) == 2 ? resident_grid(kernel, rp.block, groups)
+                                       : dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
+      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
   }

@@ -95,8 +95,8 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
         }
       }
     }
-    group_sum<2>(s, tpr, smem);
-    const A rstd = A(1) / sqrtf(s[0] * inv_n + A(p.eps));
+    group_sum<2>(s, tpr, sub, smem);
+    const A rstd = rsqrtf(s[0] * inv_n + A(p.eps));
     const A c = rstd * rstd * rstd * s[1] * inv_n;
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
     const T* ga = p.grad_add ? static_cast<const T*>(p.grad_add) + rr * p.grad_add_stride : nullptr;
