@@ -173,6 +173,9 @@ def _liger_layer_norm(spec):
 def _liger_silu_and_mul(spec):
     from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
+    # Liger's kernel takes one row stride for a, b and its output (its output's), so the halves of the packed
+    # input must be copied to contiguous tensors first; its time includes those two copies. (Liger's own MLP feeds
+    # it two separate projections, which a packed [gate, up] input cannot be without a copy.)
     def fn(x):
         a, b = x.chunk(2, -1)
         return LigerSiLUMulFunction.apply(a.contiguous(), b.contiguous())
