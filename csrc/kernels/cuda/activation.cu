@@ -25,38 +25,6 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ float act_exp(float v) { return expf(v); }
-__device__ __forceinline__ double act_exp(double v) { return exp(v); }
-// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: the
-// CPU kernels' branch-free form with the same fits (NormalCdfFit; cpu/activation_math_impl.h gives their
-// accuracy): 1/2 + x P(x^2) for |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
-// selected, about 30 instructions against erfcf's 60 (with which bf16 gelu was compute-bound: 84% of the issue
-// slots at 60% of the copy bandwidth on an H100). Relative accuracy holds on the lower tail, where
-// 1 + erf(x / sqrt 2) would cancel. fp64: the C library's erfc.
-__device__ __forceinline__ float normal_cdf(float x, float* gauss) {
-  using F = NormalCdfFit;  // the coefficients, shared with the CPU kernels (kernels/activation.h)
-  *gauss = expf(x * x * -0.5f);
-  const float s = x * x;
-  float p = F::p5;
-  p = fmaf(p, s, F::p4);
-  p = fmaf(p, s, F::p3);
-  p = fmaf(p, s, F::p2);
-  p = fmaf(p, s, F::p1);
-  p = fmaf(p, s, F::p0);
-  const float near0 = fmaf(p, x, 0.5f);
-  const float y = fabsf(x);
-  const float t = 1.f / fmaf(y, F::kT, 1.f);
-  float h = F::h6;
-  h = fmaf(h, t, F::h5);
-  h = fmaf(h, t, F::h4);
-  h = fmaf(h, t, F::h3);
-  h = fmaf(h, t, F::h2);
-  h = fmaf(h, t, F::h1);
-  h = fmaf(h, t, F::h0);
-  const float lower = *gauss * t * h;                 // Phi(-|x|)
-  const float tail = 0.f < x ? 1.f - lower : lower;  // Phi(x)
-  return y < F::kSplit ? near0 : tail;                     // NaN: tail, NaN
-}
 // 2^v and 1/v with the hardware approximations and subnormal results flushed to zero (CUDA: ex2 / rcp .approx.ftz,
 // one instruction each; without ftz the compiler adds a range check and a rescale around each). HIP: exp2f and a
 // division.
@@ -79,6 +47,45 @@ __device__ __forceinline__ float rcp_ftz(float v) {
 #endif
 }
 
+// fp32 e^v and 1/v for the activations: one ex2 (of v log2(e)) and one rcp, against expf's range reduction and an
+// IEEE division's refinement and slow path (fp32 gelu was issue-bound on an H200: 0.84x torch at 83% of the copy
+// bandwidth). Relative error: e^v about 2 ulp plus |v| 2^-24 from rounding v log2(e) (at most 5e-6 at |v| = 88,
+// where results are far below the fp32 tests' absolute tolerance of 1e-5), 1/v 1 ulp; results below 2^-126 flush to 0.
+__device__ __forceinline__ float act_exp(float v) { return exp2_ftz(v * 1.4426950408889634f); }
+__device__ __forceinline__ double act_exp(double v) { return exp(v); }
+__device__ __forceinline__ float act_rcp(float v) { return rcp_ftz(v); }
+__device__ __forceinline__ double act_rcp(double v) { return 1.0 / v; }
+
+// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: the
+// CPU kernels' branch-free form with the same fits (NormalCdfFit; cpu/activation_math_impl.h gives their
+// accuracy): 1/2 + x P(x^2) for |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
+// selected, about 30 instructions against erfcf's 60 (with which bf16 gelu was compute-bound: 84% of the issue
+// slots at 60% of the copy bandwidth on an H100). Relative accuracy holds on the lower tail, where
+// 1 + erf(x / sqrt 2) would cancel. fp64: the C library's erfc.
+__device__ __forceinline__ float normal_cdf(float x, float* gauss) {
+  using F = NormalCdfFit;  // the coefficients, shared with the CPU kernels (kernels/activation.h)
+  *gauss = act_exp(x * x * -0.5f);
+  const float s = x * x;
+  float p = F::p5;
+  p = fmaf(p, s, F::p4);
+  p = fmaf(p, s, F::p3);
+  p = fmaf(p, s, F::p2);
+  p = fmaf(p, s, F::p1);
+  p = fmaf(p, s, F::p0);
+  const float near0 = fmaf(p, x, 0.5f);
+  const float y = fabsf(x);
+  const float t = act_rcp(fmaf(y, F::kT, 1.f));
+  float h = F::h6;
+  h = fmaf(h, t, F::h5);
+  h = fmaf(h, t, F::h4);
+  h = fmaf(h, t, F::h3);
+  h = fmaf(h, t, F::h2);
+  h = fmaf(h, t, F::h1);
+  h = fmaf(h, t, F::h0);
+  const float lower = *gauss * t * h;                 // Phi(-|x|)
+  const float tail = 0.f < x ? 1.f - lower : lower;  // Phi(x)
+  return y < F::kSplit ? near0 : tail;                     // NaN: tail, NaN
+}
 // The same for results rounded to bf16 / fp16: erfc(|x| / sqrt 2) from the Chebyshev fit of Numerical Recipes'
 // erfcc, t = 1 / (1 + z / 2), erfc(z) = t exp(-z^2 + R(t)); about 20 instructions. R's coefficients are scaled by
 // log2(e) (and its constant term lowered by 1 for the factor 1/2) so the exponential is one ex2. Relative error
@@ -117,11 +124,11 @@ template <bool kLow>
 struct ActMath<Activation::silu, kLow> {
   template <typename A>
   static __device__ __forceinline__ A f(A a) {
-    return a / (A(1) + act_exp(-a));
+    return a * act_rcp(A(1) + act_exp(-a));
   }
   template <typename A>
   static __device__ __forceinline__ void f_df(A a, A* f, A* df) {
-    const A s = A(1) / (A(1) + act_exp(-a));
+    const A s = act_rcp(A(1) + act_exp(-a));
     *f = a * s;
     *df = s * (A(1) + a * (A(1) - s));
   }
@@ -159,7 +166,7 @@ struct ActMath<Activation::gelu_tanh, kLow> {
   }
   template <typename A>
   static __device__ __forceinline__ A f(A x) {
-    return x / (A(1) + act_exp(-big_a(x)));
+    return x * act_rcp(A(1) + act_exp(-big_a(x)));
   }
   // with the sign-symmetric sigmoid s (m = e^-|A| never overflows): s(1 - s) = m / (1 + m)^2, and
   // gelu' = s + x s (1 - s) A' (torch's tanh-form derivative rewritten)
@@ -167,7 +174,7 @@ struct ActMath<Activation::gelu_tanh, kLow> {
   static __device__ __forceinline__ void f_df(A x, A* f, A* df) {
     const A a = big_a(x);
     const A m = act_exp(-act_abs(a));
-    const A inv = A(1) / (A(1) + m);
+    const A inv = act_rcp(A(1) + m);
     const A s = a < A(0) ? m * inv : inv;
     const A da = A(1.5957691216057307117) + A(3 * 0.071354816272336854) * x * x;
     *f = x * s;
