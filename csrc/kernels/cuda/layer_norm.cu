@@ -184,10 +184,7 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
                             : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4>)
                                          : Kernel(ln_fwd_regs<T, 8>);
       const int rpb = rp.block / rp.tpr;
-      const int64_t groups = (p.rows + rpb - 1) / rpb;
-      const int64_t cap = int64_t(norm::sm_count()) * norm::blocks_per_sm(kernel, rp.block, 0);
-      const int64_t n = groups < cap ? groups : cap;
-      const dim3 grid(unsigned(n < norm::kMaxGrid ? n : norm::kMaxGrid));  // named: a `<` inside <<<...>>> misleads hipify
+      const dim3 grid = norm::resident_grid(kernel, rp.block, (p.rows + rpb - 1) / rpb);
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }

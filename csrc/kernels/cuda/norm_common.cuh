@@ -337,6 +337,17 @@ inline int blocks_per_sm(K kernel, int block, size_t smem) {
   });
 }
 
+constexpr int64_t kMaxGrid = 0x7fffffff;
+
+// A persistent grid of `kernel`: as many blocks of `block` threads as the GPU holds at once (at least one per SM),
+// capped by the `groups` of rows there are to do.
+template <typename K>
+inline dim3 resident_grid(K kernel, int block, int64_t groups) {
+  const int64_t cap = int64_t(sm_count()) * blocks_per_sm(kernel, block, 0);
+  const int64_t n = groups < cap ? groups : cap;
+  return dim3(unsigned(n < kMaxGrid ? n : kMaxGrid));
+}
+
 // The register-resident path: a row of `nvec` 16-byte vectors over `tpr` threads with `nv` vectors each.
 struct RowPlan {
   bool regs = false;  // false: one block per row, looping over global memory
@@ -373,7 +384,5 @@ inline int general_block(int64_t units) {
   while (t < 1024 && int64_t(t) * 4 < units) t *= 2;
   return t;
 }
-
-constexpr int64_t kMaxGrid = 0x7fffffff;
 
 }  // namespace yirage::kernels::cuda::norm

@@ -183,14 +183,6 @@ constexpr int fwd_target() {
   return kRes ? 2 : 4;
 }
 
-// Blocks of `kernel` the GPU holds at once (at least 1 per SM), capped by `groups`: the persistent grid.
-template <typename K>
-dim3 resident_grid(K kernel, int block, int64_t groups) {
-  const int64_t cap = int64_t(norm::sm_count()) * norm::blocks_per_sm(kernel, block, 0);
-  const int64_t n = groups < cap ? groups : cap;
-  return dim3(unsigned(n < norm::kMaxGrid ? n : norm::kMaxGrid));
-}
-
 template <typename T, bool kRes>
 cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   constexpr int V = kVec<T>;
@@ -216,7 +208,7 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
       // a persistent grid for fp16 / bf16 (fp32 4096x8192 ran 2-3% slower with it, H200)
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
-      const dim3 grid = sizeof(T) == 2 ? resident_grid(kernel, rp.block, groups)
+      const dim3 grid = sizeof(T) == 2 ? norm::resident_grid(kernel, rp.block, groups)
                                        : dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
