@@ -9,9 +9,12 @@
 // variance, mean(g*w) and mean(g*w*(x-mean)); then dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)).
 // The weight and bias gradients (sum of g*xhat, sum of g) are accumulated per thread in registers across the
 // rows of a persistent grid (SMs x resident blocks), merged per block in shared memory into one fp32 row each
-// of a workspace, and reduced column-wise by a second kernel (deterministic, no atomics). The long-row backward (one read pass with
-// four shifted sums, taken again around their estimate of the mean when x[0] lies more than 4 standard
-// deviations from it, as the forward; one write pass) accumulates its partial rows in the workspace.
+// of a workspace, and reduced column-wise by a second kernel (deterministic, no atomics; both gradients in one
+// launch). The long-row backward (one read pass with four shifted sums, taken again around their estimate of the
+// mean when x[0] lies more than 4 standard deviations from it, as the forward; one write pass) keeps its block's
+// partial rows in registers where a row is at most 4 vectors per thread (fp32 rows of 16-byte vectors up to 16K
+// columns, element-wise rows up to 4096), else accumulates them in the workspace: fp32 2048x16384 on an H200,
+// 450 -> 183 us (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
 
@@ -196,6 +199,16 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
   A* wsw = p.grad_weight ? static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols : nullptr;
   A* wsb = p.grad_bias ? static_cast<A*>(p.workspace) + part + int64_t(blockIdx.x) * p.cols : nullptr;
   const A inv_n = A(1) / A(p.cols);
+  // rows of at most KA vectors per thread keep the block's partial gradient rows in registers; longer ones
+  // accumulate them in the workspace (a read and a write per element and row)
+  constexpr int KA = norm::general_acc_vectors<A, V>() > 0 ? norm::general_acc_vectors<A, V>() : 1;
+  const bool in_regs = norm::general_acc_vectors<A, V>() > 0 && nv <= int64_t(KA) * blockDim.x;
+  A dw[KA][V], db[KA][V];
+#pragma unroll
+  for (int k = 0; k < KA; ++k) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) { dw[k][e] = A(0); db[k][e] = A(0); }
+  }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const bool first = row == blockIdx.x;
     const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
@@ -224,7 +237,8 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
     const A rstd = A(1) / sqrt(var + A(p.eps));
     const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
     T* dx = static_cast<T*>(p.grad_x) + row * p.cols;
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    // writes dx of vector i; its terms of the weight and bias gradients into gx, gb
+    auto out = [&](int64_t i, A (&gx)[V], A (&gb)[V]) {
       const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
       Vec<T, V> b, o;
       if (w) b = load_vec<T, V>(w + i * V);
@@ -234,11 +248,49 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
         const A xhat = ((to_acc(a.v[e]) - base) - off) * rstd;
         const A gw = w ? gf * to_acc(b.v[e]) : gf;
         o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
-        // this thread's own columns of its block's partial rows: no other thread touches them
-        if (wsw) { A* q = wsw + i * V + e; *q = first ? gf * xhat : *q + gf * xhat; }
-        if (wsb) { A* q = wsb + i * V + e; *q = first ? gf : *q + gf; }
+        gx[e] = gf * xhat;
+        gb[e] = gf;
       }
       store_vec<T, V>(dx + i * V, o);
+    };
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < KA; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        if (i < nv) {
+          A gx[V], gb[V];
+          out(i, gx, gb);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            dw[k][e] += gx[e];
+            db[k][e] += gb[e];
+          }
+        }
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        A gx[V], gb[V];
+        out(i, gx, gb);
+        // this thread's own columns of its block's partial rows: no other thread touches them
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (wsw) { A* q = wsw + i * V + e; *q = first ? gx[e] : *q + gx[e]; }
+          if (wsb) { A* q = wsb + i * V + e; *q = first ? gb[e] : *q + gb[e]; }
+        }
+      }
+    }
+  }
+  if (in_regs) {  // every block has at least one row: its partial rows are complete
+#pragma unroll
+    for (int k = 0; k < KA; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      if (i < nv) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (wsw) wsw[i * V + e] = dw[k][e];
+          if (wsb) wsb[i * V + e] = db[k][e];
+        }
+      }
     }
   }
 }
@@ -277,13 +329,12 @@ cudaError_t bwd_launch(const LayerNormBackward& p, cudaStream_t stream) {
   if ((p.grad_weight || p.grad_bias) && p.workspace == nullptr) return cudaErrorInvalidValue;
   cudaError_t e = norm::launch_bwd(b, p, bwd_regs_kernel<T>, ln_bwd_general<T, V>, ln_bwd_general<T, 1>, stream);
   const A* ws = static_cast<const A*>(p.workspace);
-  if (e == cudaSuccess && p.grad_weight) {
-    e = norm::colsum<T, A>(ws, b.grid, p.cols, static_cast<T*>(p.grad_weight), stream);
-  }
-  if (e == cudaSuccess && p.grad_bias) {
-    e = norm::colsum<T, A>(ws + b.grid * p.cols, b.grid, p.cols, static_cast<T*>(p.grad_bias), stream);
-  }
-  return e;
+  T* dw = static_cast<T*>(p.grad_weight);
+  T* db = static_cast<T*>(p.grad_bias);
+  if (e != cudaSuccess || (dw == nullptr && db == nullptr)) return e;
+  // the weight's partial rows, then the bias's: both in one launch when both are wanted
+  if (dw == nullptr) return norm::colsum<T, A>(ws + b.grid * p.cols, b.grid, p.cols, db, nullptr, stream);
+  return norm::colsum<T, A>(ws, b.grid, p.cols, dw, db, stream);
 }
 
 }  // namespace

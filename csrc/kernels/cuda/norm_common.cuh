@@ -9,7 +9,7 @@
 // - block_sum_k(): the same for a whole block (one row per block, the long-row paths).
 // - Weight / bias gradients: every block writes one accumulation-type row of partial sums to a workspace
 //   ([partials, cols]); colsum_kernel() then reduces it column-wise in a fixed order (deterministic, no
-//   atomics).
+//   atomics), both gradients of layer_norm in one launch.
 #pragma once
 
 #include <cstdint>
@@ -284,33 +284,76 @@ __device__ __forceinline__ void block_sum_k(A (&v)[K], A* smem) {
   __syncthreads();
 }
 
-// out[c] = sum over r of part[r * cols + c], in row order per thread slice and a fixed slice order.
-// Block (32, 16): threadIdx.x picks the column, threadIdx.y a slice of the partial rows.
-constexpr int kColsumX = 32, kColsumY = 16;
-
-template <typename T, typename A>
-__global__ void __launch_bounds__(kColsumX * kColsumY)
-    colsum_kernel(const A* __restrict__ part, int64_t parts, int64_t cols, T* __restrict__ out) {
-  __shared__ A smem[kColsumY][kColsumX];
-  const int64_t c = int64_t(blockIdx.x) * kColsumX + threadIdx.x;
-  A s = 0;
-  if (c < cols) {
-    for (int64_t r = threadIdx.y; r < parts; r += kColsumY) s += part[r * cols + c];
-  }
-  smem[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    A t = 0;
+// The column sums of the weight / bias gradients' partial rows: out_g[c] = sum over r of part[(g * parts + r) * cols
+// + c] for the gradients g = blockIdx.y (1 or 2, their partial rows one block after the other). Y slices of a
+// block take rows y, y + Y, ... of X * W columns (W per thread: 16-byte loads where the rows allow); the slices are
+// combined in a fixed order, by a tree when there are more than 16 (deterministic, no atomics).
+template <typename T, typename A, int W, int X, int Y>
+__global__ void __launch_bounds__(X * Y)
+    colsum_kernel(const A* __restrict__ part, int64_t parts, int64_t cols, T* __restrict__ out0, T* __restrict__ out1) {
+  __shared__ Vec<A, W> red[Y][X];
+  const A* pg = part + int64_t(blockIdx.y) * parts * cols;
+  T* out = blockIdx.y == 0 ? out0 : out1;
+  const int64_t c = (int64_t(blockIdx.x) * X + threadIdx.x) * W;  // W divides cols
+  Vec<A, W> s;
 #pragma unroll
-    for (int y = 0; y < kColsumY; ++y) t += smem[y][threadIdx.x];
-    out[c] = from_acc<T>(t);
+  for (int e = 0; e < W; ++e) s.v[e] = A(0);
+  if (c < cols) {
+    if constexpr (W > 1) {
+#pragma unroll 4
+      for (int64_t r = threadIdx.y; r < parts; r += Y) {
+        const Vec<A, W> v = load_vec<A, W>(pg + r * cols + c);
+#pragma unroll
+        for (int e = 0; e < W; ++e) s.v[e] += v.v[e];
+      }
+    } else {
+      for (int64_t r = threadIdx.y; r < parts; r += Y) s.v[0] += pg[r * cols + c];
+    }
+  }
+  red[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if constexpr (Y > 16) {  // a tree over the slices
+#pragma unroll
+    for (int m = Y / 2; m > 0; m /= 2) {
+      if (int(threadIdx.y) < m) {
+#pragma unroll
+        for (int e = 0; e < W; ++e) red[threadIdx.y][threadIdx.x].v[e] += red[threadIdx.y + m][threadIdx.x].v[e];
+      }
+      __syncthreads();
+    }
+  } else if (threadIdx.y == 0) {  // slice 0 adds the others in order (one barrier)
+#pragma unroll
+    for (int y = 1; y < Y; ++y) {
+#pragma unroll
+      for (int e = 0; e < W; ++e) red[0][threadIdx.x].v[e] += red[y][threadIdx.x].v[e];
+    }
+  }
+  if (threadIdx.y == 0 && c < cols) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) out[c + e] = from_acc<T>(red[0][threadIdx.x].v[e]);
   }
 }
 
+// Column sums of one or two gradients' partial rows (out1 null: one) in one launch. Two gradients of 16-byte rows:
+// 8 threads x 16 bytes across (128-byte row segments) and 64 slices of rows, so that a 1024-column gradient still
+// makes 32 blocks and a thread sums about parts / 64 rows; otherwise 32 columns x 16 slices, an element per thread.
+// H200, bf16, whole backward: layer_norm 1.5-4 us faster with its two sums in one 16-byte launch (4096x8192 92.1 ->
+// 90.5 us, 65536x1024 146.4 -> 142.2); rms_norm's one sum 0.5-1.5 us slower that way and with a tree over 16
+// slices, so one gradient keeps the element-wise launch and its serial sum of the slices
+// (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
 template <typename T, typename A>
-inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out, cudaStream_t stream) {
-  const int64_t blocks = (cols + kColsumX - 1) / kColsumX;
-  colsum_kernel<T, A><<<dim3(unsigned(blocks)), dim3(kColsumX, kColsumY), 0, stream>>>(part, parts, cols, out);
+inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out0, T* out1, cudaStream_t stream) {
+  constexpr int W = 16 / sizeof(A);
+  const unsigned grads = out1 != nullptr ? 2 : 1;
+  if (grads == 2 && cols % W == 0 && aligned(part, 16)) {
+    constexpr int X = 8, Y = 64;
+    const dim3 grid(unsigned((cols / W + X - 1) / X), grads);
+    colsum_kernel<T, A, W, X, Y><<<grid, dim3(X, Y), 0, stream>>>(part, parts, cols, out0, out1);
+  } else {
+    constexpr int X = 32, Y = 16;
+    const dim3 grid(unsigned((cols + X - 1) / X), grads);
+    colsum_kernel<T, A, 1, X, Y><<<grid, dim3(X, Y), 0, stream>>>(part, parts, cols, out0, out1);
+  }
   return launch_status();
 }
 
@@ -376,6 +419,16 @@ inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whol
   r.block = tpr >= 256 ? tpr : tpr * (256 / tpr);
   r.regs = true;
   return r;
+}
+
+// Vectors per thread whose partial parameter-gradient sums a long-row backward over V-element vectors of
+// accumulation type A keeps in registers across rows, when a row has at most that many per thread (0: never).
+// fp32 rows of 16-byte vectors (up to 16K columns with 1024 threads) and rows of single elements (up to 4096): at
+// most 32 accumulators for layer_norm's two gradients. Wider vectors of 16-bit types and fp64 would spill (ptxas
+// 13.0, 64 registers: rms_norm bf16 268 bytes); their long rows accumulate in the workspace.
+template <typename A, int V>
+constexpr int general_acc_vectors() {
+  return V == 1 || (V == 4 && sizeof(A) == 4) ? 4 : 0;
 }
 
 // Threads per block of the long-row (global memory) path for `units` accesses per row.

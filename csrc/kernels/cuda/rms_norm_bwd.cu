@@ -9,7 +9,10 @@
 // dx = rstd*g*w - x*rstd^3*sum(g*w*x)/N (+ grad_add). The weight gradient sum(g*x*rstd) is accumulated
 // per thread in registers across the rows of a persistent grid (SMs x resident blocks), merged per block
 // in shared memory into one fp32 row of a workspace, and reduced column-wise by a second kernel
-// (deterministic, no atomics). The long-row backward accumulates its partial row in the workspace.
+// (deterministic, no atomics). The long-row backward keeps its block's partial row in registers where a row
+// is at most 4 vectors per thread (fp32 rows of 16-byte vectors, up to 16K columns; element-wise rows, up to 4096),
+// else accumulates it in the workspace: fp32 2048x16384 on an H200, 277 -> 150 us with the L2 flushed
+// (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
 
@@ -150,6 +153,16 @@ __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
   const T* w = static_cast<const T*>(p.weight);
   A* ws = p.grad_weight ? static_cast<A*>(p.workspace) + int64_t(blockIdx.x) * p.cols : nullptr;
   const A inv_n = A(1) / A(p.cols);
+  // rows of at most KA vectors per thread keep the block's partial gradient row in registers; longer ones
+  // accumulate it in the workspace (a read and a write per element and row)
+  constexpr int KA = norm::general_acc_vectors<A, V>() > 0 ? norm::general_acc_vectors<A, V>() : 1;
+  const bool in_regs = norm::general_acc_vectors<A, V>() > 0 && nv <= int64_t(KA) * blockDim.x;
+  A dw[KA][V];
+#pragma unroll
+  for (int k = 0; k < KA; ++k) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) dw[k][e] = A(0);
+  }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const bool first = row == blockIdx.x;
     const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
@@ -171,7 +184,8 @@ __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
     const A c = rstd * rstd * rstd * s[1] * inv_n;
     T* dx = static_cast<T*>(p.grad_x) + row * p.cols;
     const T* ga = p.grad_add ? static_cast<const T*>(p.grad_add) + row * p.grad_add_stride : nullptr;
-    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+    // writes dx of vector i; its terms of the weight gradient into gx
+    auto out = [&](int64_t i, A (&gx)[V]) {
       const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
       Vec<T, V> b, ad;
       if (w) b = load_vec<T, V>(w + i * V);
@@ -183,13 +197,43 @@ __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
         A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
         if (ga) d += to_acc(ad.v[e]);
         o.v[e] = from_acc<T>(d);
-        if (ws) {
-          A* q = ws + i * V + e;  // this thread's own columns: no other thread touches them
-          const A v = gf * (xf * rstd);
-          *q = first ? v : *q + v;
-        }
+        gx[e] = gf * (xf * rstd);
       }
       store_vec<T, V>(dx + i * V, o);
+    };
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < KA; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        if (i < nv) {
+          A gx[V];
+          out(i, gx);
+#pragma unroll
+          for (int e = 0; e < V; ++e) dw[k][e] += gx[e];
+        }
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        A gx[V];
+        out(i, gx);
+        if (ws) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            A* q = ws + i * V + e;  // this thread's own columns: no other thread touches them
+            *q = first ? gx[e] : *q + gx[e];
+          }
+        }
+      }
+    }
+  }
+  if (ws && in_regs) {  // every block has at least one row: its partial row is complete
+#pragma unroll
+    for (int k = 0; k < KA; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      if (i < nv) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) ws[i * V + e] = dw[k][e];
+      }
     }
   }
 }
@@ -234,7 +278,7 @@ cudaError_t bwd_launch(const RmsNormBackward& p, cudaStream_t stream) {
       norm::launch_bwd(b, p, bwd_regs_kernel<T>, rms_bwd_general<T, kVec<T>>, rms_bwd_general<T, 1>, stream);
   if (e != cudaSuccess || !p.grad_weight) return e;
   return norm::colsum<T, A>(static_cast<const A*>(p.workspace), b.grid, p.cols, static_cast<T*>(p.grad_weight),
-                            stream);
+                            nullptr, stream);
 }
 
 }  // namespace
