@@ -5,11 +5,10 @@
 // beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
 // norm_common.cuh): 1024 fp32 -> a warp per row,
 // eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain forward (fwd_target below) aims
-// at 4 vectors per thread, and for fp16 / bf16 runs a persistent grid (as many
-// blocks as fit the GPU at once, each looping over rows). The fused forward aims at 2 vectors per thread and
+// at 4 vectors per thread, a block per row group. The fused forward aims at 2 vectors per thread and
 // does not keep the row in registers: it writes h = x + residual, reduces, then reads h back (from L2) for the
 // output, at 32 registers (rms_fwd_reread), on rows of up to 2 vectors per thread; longer ones keep the row
-// in registers at 4 vectors per thread.
+// in registers at 4 vectors per thread, on a persistent grid for fp16 / bf16.
 // x is read once and y written once (fused: x and residual read, y and h written). Reductions: xor
 // shuffles within the warp, shared memory across the warps of a row (group_sum).
 // Why (H200, bf16, kernel alone in Nsight Compute; benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md):
@@ -17,8 +16,9 @@
 // kernel, 79% of issue slots busy. Most of it was per-row overhead: a runtime-width shuffle loop, a division to
 // find the row's first warp, a looped sum over the warps' partials, an IEEE division, square root and reciprocal
 // for rstd, 64-bit column indices, and the block prologue (a block per row). Now: a fixed butterfly, the warps'
-// partials summed by a second butterfly, rsqrtf, 32-bit column indices, the persistent grid and 4 vectors per
-// thread: 31 M instructions, 79 -> 70 us (Liger 63-66 us in the same runs).
+// partials summed by a second butterfly, rsqrtf, 32-bit column indices, a persistent grid and 4 vectors per
+// thread: 31 M instructions, 79 -> 70 us (Liger 63-66 us in the same runs). The persistent grid was dropped again
+// when timed with the L2 flushed before each call, as the benchmark does (launch below).
 // Long-row path (any dtype, fp64 always; rows longer than the register path, or unaligned rows /
 // strides / odd lengths): one block per row (grid-stride over rows), pass 1 reduces, pass 2 re-reads
 // the row (from L2) and writes; 16-byte vectors when aligned, element accesses otherwise.
@@ -205,11 +205,15 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
                             : rp.nv == 2 ? Kernel(rms_fwd_regs<T, 2, kRes>)
                             : rp.nv == 4 ? Kernel(rms_fwd_regs<T, 4, kRes>)
                                          : Kernel(rms_fwd_regs<T, 8, kRes>);
-      // a persistent grid for fp16 / bf16 (fp32 4096x8192 ran 2-3% slower with it, H200)
+      // The plain forward: a block per row group. A persistent grid (SMs x resident blocks) ran 3-5% slower for
+      // fp16 / bf16 with the L2 flushed before each call, as the benchmark times it (H200, bf16 16384x4096 72.0
+      // against 75.6 us, 4096x8192 39.6 against 41.8) and 2-3% slower for fp32. The fused forward's register
+      // kernel (rows of more than 2 vectors per thread) keeps one for fp16 / bf16: 78.2 against 76.0 us without
+      // (2048x16384; benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
-      const dim3 grid = sizeof(T) == 2 ? norm::resident_grid(kernel, rp.block, groups)
-                                       : dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
+      const dim3 grid = kRes && sizeof(T) == 2 ? norm::resident_grid(kernel, rp.block, groups)
+                                               : dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
