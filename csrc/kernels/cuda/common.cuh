@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "compat.cuh"
 #include "types.h"
@@ -86,6 +87,24 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 #endif
   } else {
     *reinterpret_cast<Vec<T, N>*>(p) = v;
+  }
+}
+
+// The V elements of a vector in the accumulation type. bf16 pairs by bit operations on their 32-bit word (the low
+// element shifted up, the high one masked: two instructions a pair, where the conversions took three).
+template <typename T, int V>
+__device__ __forceinline__ void unpack(const Vec<T, V>& v, acc_t<T> (&f)[V]) {
+  if constexpr (std::is_same_v<T, bf16> && V % 2 == 0) {
+    uint32_t u[V / 2];
+    __builtin_memcpy(u, &v, sizeof(u));
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      f[2 * i] = __uint_as_float(u[i] << 16);
+      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) f[e] = to_acc(v.v[e]);
   }
 }
 

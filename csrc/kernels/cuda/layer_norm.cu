@@ -13,7 +13,11 @@
 // memory across warps (group_sum). A persistent grid (as many blocks as fit the GPU at once, each looping
 // over rows), rstd by rsqrtf and 32-bit column indices: the kernel was issue-bound on an H200 (61 M warp
 // instructions at bf16 16384x4096, Liger's 42 M); 47 M after, 82.6 -> 75.0 us
-// (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md).
+// (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md). Per element of the output then: x - x[0],
+// a multiply-add by rstd, and one multiply-add of weight and bias (a kernel for the case with both), the bf16
+// elements unpacked by bit operations (`unpack`, common.cuh): the kernel ran 682 warp instructions a row at bf16
+// 65536x1024 where torch.compile's ran 390, and the harness time fell 2.5-7.5% (bf16 4096x8192 44.6 -> 42.2 us,
+// 2048x16384 47.1 -> 43.8; cuda-norm-bwd-h200-2026-11-26.md).
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
 // per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read; the same sums
 // around that first estimate of the mean in one more read when x[0] lies far from it, as above), pass 2
@@ -36,7 +40,9 @@ using norm::RowPlan;
 // NV=4 kernel 76 to 92 registers depending on small changes elsewhere, and the occupancy that left ran it at 73-90%
 // of the copy bandwidth on an H100 (16384x4096, 4096x8192, kernel alone); capped, 93-96% (16 bytes of spills).
 // NV=8 keeps its registers (capped, it spills 80-184 bytes and fp32 16384-column rows ran slower).
-template <typename T, int NV>
+// kAffine: both weight and bias (the common case), each output one fused multiply-add of them; otherwise either
+// or none, tested per row.
+template <typename T, int NV, bool kAffine>
 __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormForward p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
@@ -67,9 +73,11 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       for (int k = 0; k < NV; ++k) {
         const int j = k * tpr + lane;
         if (live && j < nvec) {
+          A f[V];
+          unpack(xv[k], f);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            const A d = to_acc(xv[k].v[e]) - base;
+            const A d = f[e] - base;
             s[0] += d;
             s[1] += d * d;
           }
@@ -93,23 +101,37 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       moments(base, off, var);
     }
     const A rstd = rsqrtf((var > A(0) ? var : A(0)) + A(p.eps));
+    // ((x - base) - off) * rstd as one multiply-add of x - base: |off| is at most 4 standard deviations here, so
+    // the shift is at most 4 in magnitude and nothing cancels that the two roundings kept
+    const A shift = -off * rstd;
     T* y = static_cast<T*>(p.out) + rr * p.cols;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int j = k * tpr + lane;
       if (live && j < nvec) {
         A o[V];
+        unpack(xv[k], o);
 #pragma unroll
-        for (int e = 0; e < V; ++e) o[e] = ((to_acc(xv[k].v[e]) - base) - off) * rstd;
-        if (w) {
-          const Vec<T, V> b = load_vec<T, V>(w + j * V);
+        for (int e = 0; e < V; ++e) o[e] = fmaf(o[e] - base, rstd, shift);
+        if constexpr (kAffine) {
+          A wf[V], bf[V];
+          unpack(load_vec<T, V>(w + j * V), wf);
+          unpack(load_vec<T, V>(bias + j * V), bf);
 #pragma unroll
-          for (int e = 0; e < V; ++e) o[e] *= to_acc(b.v[e]);
-        }
-        if (bias) {
-          const Vec<T, V> b = load_vec<T, V>(bias + j * V);
+          for (int e = 0; e < V; ++e) o[e] = fmaf(o[e], wf[e], bf[e]);
+        } else {
+          if (w) {
+            A wf[V];
+            unpack(load_vec<T, V>(w + j * V), wf);
 #pragma unroll
-          for (int e = 0; e < V; ++e) o[e] += to_acc(b.v[e]);
+            for (int e = 0; e < V; ++e) o[e] *= wf[e];
+          }
+          if (bias) {
+            A bf[V];
+            unpack(load_vec<T, V>(bias + j * V), bf);
+#pragma unroll
+            for (int e = 0; e < V; ++e) o[e] += bf[e];
+          }
         }
         Vec<T, V> ov;
 #pragma unroll
@@ -179,10 +201,15 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
     if (rp.regs) {
       // a persistent grid: as many blocks as the GPU holds at once, each looping over row groups
       using Kernel = void (*)(LayerNormForward, int);
-      const Kernel kernel = rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1>)
-                            : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2>)
-                            : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4>)
-                                         : Kernel(ln_fwd_regs<T, 8>);
+      const bool affine = p.weight != nullptr && p.bias != nullptr;
+      const Kernel kernel = affine ? (rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1, true>)
+                                      : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2, true>)
+                                      : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4, true>)
+                                                   : Kernel(ln_fwd_regs<T, 8, true>))
+                                   : (rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1, false>)
+                                      : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2, false>)
+                                      : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4, false>)
+                                                   : Kernel(ln_fwd_regs<T, 8, false>));
       const int rpb = rp.block / rp.tpr;
       const dim3 grid = norm::resident_grid(kernel, rp.block, (p.rows + rpb - 1) / rpb);
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);

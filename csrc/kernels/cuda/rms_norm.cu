@@ -78,8 +78,10 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
           for (int e = 0; e < V; ++e) h[k].v[e] = from_acc<T>(to_acc(h[k].v[e]) + to_acc(r.v[e]));
           store_vec<T, V>(static_cast<T*>(p.residual_out) + rr * p.cols + j * V, h[k]);
         }
+        A f[V];
+        unpack(h[k], f);
 #pragma unroll
-        for (int e = 0; e < V; ++e) { const A f = to_acc(h[k].v[e]); ss[0] += f * f; }
+        for (int e = 0; e < V; ++e) ss[0] += f[e] * f[e];
       }
     }
     group_sum<1>(ss, tpr, sub, smem);
@@ -92,13 +94,16 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
         // h was stored by this thread in the first pass
         if constexpr (kReread) h[k] = load_vec<T, V>(static_cast<const T*>(p.residual_out) + rr * p.cols + j * V);
         Vec<T, V> o;
+        A f[V];
+        unpack(h[k], f);
         if (w) {
-          const Vec<T, V> b = load_vec<T, V>(w + j * V);
+          A wf[V];
+          unpack(load_vec<T, V>(w + j * V), wf);
 #pragma unroll
-          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(to_acc(h[k].v[e]) * rstd * to_acc(b.v[e]));
+          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(f[e] * rstd * wf[e]);
         } else {
 #pragma unroll
-          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(to_acc(h[k].v[e]) * rstd);
+          for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(f[e] * rstd);
         }
         store_vec<T, V>(y + j * V, o);
       }
