@@ -209,15 +209,17 @@ __global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, 
     const T* xr = x + row * p.x_stride + c;
     T* yr = out + row * p.cols + c;
     if (V > 1 && c + V <= p.cols) {
-      const Vec<T, V> a = load_vec<T, V>(xr);
+      A a[V];
+      unpack(load_vec<T, V>(xr), a);
       Vec<T, V> o;
       if constexpr (GATED) {
-        const Vec<T, V> b = load_vec<T, V>(xr + p.cols);
+        A b[V];
+        unpack(load_vec<T, V>(xr + p.cols), b);
 #pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(to_acc(a.v[j])) * to_acc(b.v[j]));
+        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]) * b[j]);
       } else {
 #pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(to_acc(a.v[j])));
+        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]));
       }
       store_vec<T, V>(yr, o);
     } else {
@@ -248,26 +250,28 @@ __global__ void act_bwd_kernel(ActivationBackward p, int64_t upr, int64_t total,
     const T* gr = g + row * p.grad_out_stride + c;
     T* dr = dx + row * dx_stride + c;
     if (V > 1 && c + V <= p.cols) {
-      const Vec<T, V> a = load_vec<T, V>(xr), gv = load_vec<T, V>(gr);
+      A a[V], gv[V];
+      unpack(load_vec<T, V>(xr), a);
+      unpack(load_vec<T, V>(gr), gv);
       Vec<T, V> da;
       if constexpr (GATED) {
-        const Vec<T, V> b = load_vec<T, V>(xr + p.cols);
+        A b[V];
+        unpack(load_vec<T, V>(xr + p.cols), b);
         Vec<T, V> db;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           A f, df;
-          M::f_df(to_acc(a.v[j]), &f, &df);
-          const A gj = to_acc(gv.v[j]);
-          da.v[j] = from_acc<T>(gj * to_acc(b.v[j]) * df);
-          db.v[j] = from_acc<T>(gj * f);
+          M::f_df(a[j], &f, &df);
+          da.v[j] = from_acc<T>(gv[j] * b[j] * df);
+          db.v[j] = from_acc<T>(gv[j] * f);
         }
         store_vec<T, V>(dr + p.cols, db);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           A f, df;
-          M::f_df(to_acc(a.v[j]), &f, &df);
-          da.v[j] = from_acc<T>(to_acc(gv.v[j]) * df);
+          M::f_df(a[j], &f, &df);
+          da.v[j] = from_acc<T>(gv[j] * df);
         }
       }
       store_vec<T, V>(dr, da);
