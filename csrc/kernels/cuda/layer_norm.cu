@@ -11,8 +11,9 @@
 // 16384x4096, kernel alone: 75% of the copy bandwidth with two reductions and an fp32 copy of the row, 91%
 // with one (benchmarks/results/cuda-rowops-h100-2026-11-23.md). Reductions: xor shuffles in the warp, shared
 // memory across warps (group_sum). A persistent grid (as many blocks as fit the GPU at once, each looping
-// over rows), rstd by rsqrtf and 32-bit column indices: the kernel was issue-bound on an H200 (61 M warp
-// instructions at bf16 16384x4096, Liger's 42 M); 47 M after, 82.6 -> 75.0 us
+// over rows; now only up to 16 row groups per SM, kPersistentMax), rstd by rsqrtf and 32-bit column indices:
+// the kernel was issue-bound on an H200 (61 M warp instructions at bf16 16384x4096, Liger's 42 M); 47 M after,
+// 82.6 -> 75.0 us
 // (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md). Per element of the output then: x - x[0],
 // a multiply-add by rstd, and one multiply-add of weight and bias (a kernel for the case with both), the bf16
 // elements unpacked by bit operations (`unpack`, common.cuh): the kernel ran 682 warp instructions a row at bf16
@@ -191,6 +192,14 @@ __global__ void __launch_bounds__(1024) ln_fwd_general(LayerNormForward p) {
   }
 }
 
+// Row groups per SM up to which the register path runs a persistent grid (as many blocks as the GPU holds at once,
+// each looping over row groups); with more, a block per row group. H200, harness with the L2 flushed before each
+// call: 4096+ groups (31 a SM) ran 1.4-7% faster with a block per group (fp32 16384x4096 145.3 -> 135.6 us,
+// 65536x1024 145.1 -> 135.2, 8192x2048 42.0 -> 39.4; bf16 4096x8192 42.7 -> 42.1), 1024-2048 groups 3-6% slower
+// (fp32 2048x16384 86.9 -> 91.9, 1024x4096 14.4 -> 15.1; bf16 2048x16384 44.0 -> 45.5)
+// (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
+constexpr int64_t kPersistentMax = 16;
+
 template <typename T>
 cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   constexpr int V = kVec<T>;
@@ -199,7 +208,6 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, double>) {
     const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true) : RowPlan{};
     if (rp.regs) {
-      // a persistent grid: as many blocks as the GPU holds at once, each looping over row groups
       using Kernel = void (*)(LayerNormForward, int);
       const bool affine = p.weight != nullptr && p.bias != nullptr;
       const Kernel kernel = affine ? (rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1, true>)
@@ -211,7 +219,10 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
                                       : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4, false>)
                                                    : Kernel(ln_fwd_regs<T, 8, false>));
       const int rpb = rp.block / rp.tpr;
-      const dim3 grid = norm::resident_grid(kernel, rp.block, (p.rows + rpb - 1) / rpb);
+      const int64_t groups = (p.rows + rpb - 1) / rpb;
+      const dim3 grid = groups > kPersistentMax * norm::sm_count()
+                            ? dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid))
+                            : norm::resident_grid(kernel, rp.block, groups);
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
