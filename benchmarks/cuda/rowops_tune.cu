@@ -9,7 +9,7 @@
 //        -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ \
 //        -D__CUDA_NO_HALF2_OPERATORS__ -DOP_SOFTMAX [-DHT=float] benchmarks/cuda/rowops_tune.cu -o rowops_tune
 //   (the -D__CUDA_NO_* flags are torch's: they change register allocation). OP_SOFTMAX, OP_RMS, OP_LN,
-//   OP_SM_BWD, OP_RMS_BWD, OP_LN_BWD; element type bf16 unless -DHT=float.
+//   OP_SM_BWD, OP_RMS_BWD, OP_LN_BWD; element type bf16 unless -DHT=float or -DHT=f16.
 //   rowops_tune rows cols [flag] [iters]   flag: log_softmax for the softmax ops, the residual add for OP_RMS
 //   Norm backward staging (norm_common.cuh): -DYIRAGE_NORM_BWD_STAGES=1..3 (rms_norm), -DYIRAGE_NORM_BWD_STAGES_LN.
 #include <algorithm>
@@ -36,6 +36,8 @@ using yirage::kernels::DType;
 #define HT bf16
 #endif
 using T = HT;
+// the element type's DType (-DHT=float, f16 or bf16)
+constexpr DType kDt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, f16> ? DType::f16 : DType::bf16;
 #define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
 
 __global__ void fill(T* p, int64_t n, uint32_t seed, float amp) {
@@ -154,31 +156,31 @@ int main(int argc, char** argv) {
   auto run = [&]() {
 #if defined(OP_RMS_BWD)
     RmsNormBackward p; p.grad_out = g; p.grad_out_stride = cols; p.x = x; p.x_stride = cols; p.weight = w; p.grad_x = y;
-    p.grad_weight = dw; p.rows = rows; p.cols = cols; p.eps = 1e-6; p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = 4;
+    p.grad_weight = dw; p.rows = rows; p.cols = cols; p.eps = 1e-6; p.dtype = kDt; mode = 4;
     if (!ws) CK(cudaMalloc(&ws, rms_norm_backward_workspace(p) * 4));
     p.workspace = ws;
     CK(rms_norm_backward(p, 0));
 #elif defined(OP_LN_BWD)
     LayerNormBackward p; p.grad_out = g; p.grad_out_stride = cols; p.x = x; p.x_stride = cols; p.weight = w; p.grad_x = y;
-    p.grad_weight = dw; p.grad_bias = db; p.rows = rows; p.cols = cols; p.eps = 1e-5; p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = 5;
+    p.grad_weight = dw; p.grad_bias = db; p.rows = rows; p.cols = cols; p.eps = 1e-5; p.dtype = kDt; mode = 5;
     if (!ws) CK(cudaMalloc(&ws, layer_norm_backward_workspace(p) * 4));
     p.workspace = ws;
     CK(layer_norm_backward(p, 0));
 #elif defined(OP_SM_BWD)
     SoftmaxBackward p; p.grad_out = g; p.grad_out_outer_stride = cols; p.grad_out_dim_stride = 1; p.out = x; p.out_outer_stride = cols;
     p.out_dim_stride = 1; p.grad_x = y; p.outer = rows; p.dim = cols; p.inner = 1; p.log = log;
-    p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = log ? 7 : 6;
+    p.dtype = kDt; mode = log ? 7 : 6;
     CK(softmax_backward(p, 0));
 #elif defined(OP_SOFTMAX)
     SoftmaxForward p; p.x = x; p.x_outer_stride = cols; p.x_dim_stride = 1; p.out = y; p.outer = rows; p.dim = cols; p.inner = 1;
-    p.log = log; p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = log ? 1 : 0;
+    p.log = log; p.dtype = kDt; mode = log ? 1 : 0;
     CK(softmax_forward(p, 0));
 #elif defined(OP_RMS)
     RmsNormForward p; p.x = x; p.x_stride = cols; p.weight = w; p.out = y;
-    if (log) { p.residual = g; p.residual_stride = cols; p.residual_out = hout; } p.rows = rows; p.cols = cols; p.eps = 1e-6; p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = 2;
+    if (log) { p.residual = g; p.residual_stride = cols; p.residual_out = hout; } p.rows = rows; p.cols = cols; p.eps = 1e-6; p.dtype = kDt; mode = 2;
     CK(rms_norm_forward(p, 0));
 #else
-    LayerNormForward p; p.x = x; p.x_stride = cols; p.weight = w; p.bias = b; p.out = y; p.rows = rows; p.cols = cols; p.eps = 1e-5; p.dtype = (sizeof(T) == 4 ? DType::f32 : DType::bf16); mode = 3;
+    LayerNormForward p; p.x = x; p.x_stride = cols; p.weight = w; p.bias = b; p.out = y; p.rows = rows; p.cols = cols; p.eps = 1e-5; p.dtype = kDt; mode = 3;
     CK(layer_norm_forward(p, 0));
 #endif
   };

@@ -37,6 +37,10 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
   using A = float;
   constexpr int V = kVec<T>;
   constexpr bool kStaged = norm::kStageRows<T>;
+  // bf16: each vector unpacked whole by shift/mask (unpack), then the arithmetic: H200, bf16 16384x4096 139.3 ->
+  // 125.6 us, 4096x8192 76.8 -> 71.1. fp16 and fp32 convert element by element: the same arrays gave the fp16
+  // 2-vector kernel 44 bytes of spills and cost it 15-20% (cuda-norm-bwd-h200-2026-11-26.md).
+  constexpr bool kUnpack = std::is_same_v<T, bf16>;
   // the row slots, then cols floats to merge the partials when a block holds several rows
   extern __shared__ __align__(16) unsigned char rms_bwd_dyn[];
   const norm::RowStager<T, NV> st{reinterpret_cast<Vec<T, V>*>(rms_bwd_dyn), stages};
@@ -87,14 +91,26 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        const Vec<T, V> a = xv(k), gg = gv(k);
-        Vec<T, V> b;
-        if (w) b = load_vec<T, V>(w + j * V);
+        if constexpr (kUnpack) {
+          A xf[V], gf[V], wf[V];
+          unpack(xv(k), xf);
+          unpack(gv(k), gf);
+          if (w) unpack(load_vec<T, V>(w + j * V), wf);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const A xf = to_acc(a.v[e]);
-          s[0] += xf * xf;
-          s[1] += (w ? to_acc(gg.v[e]) * to_acc(b.v[e]) : to_acc(gg.v[e])) * xf;
+          for (int e = 0; e < V; ++e) {
+            s[0] += xf[e] * xf[e];
+            s[1] += (w ? gf[e] * wf[e] : gf[e]) * xf[e];
+          }
+        } else {
+          const Vec<T, V> a = xv(k), gg = gv(k);
+          Vec<T, V> b;
+          if (w) b = load_vec<T, V>(w + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const A xf = to_acc(a.v[e]);
+            s[0] += xf * xf;
+            s[1] += (w ? to_acc(gg.v[e]) * to_acc(b.v[e]) : to_acc(gg.v[e])) * xf;
+          }
         }
       }
     }
@@ -107,18 +123,33 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
     for (int k = 0; k < NV; ++k) {
       const int64_t j = int64_t(k) * tpr + lane;
       if (live && j < nvec) {
-        const Vec<T, V> a = xv(k), gg = gv(k);
-        Vec<T, V> b, ad;
-        if (w) b = load_vec<T, V>(w + j * V);
-        if (ga) ad = load_vec<T, V>(ga + j * V);
         Vec<T, V> o;
+        if constexpr (kUnpack) {
+          A xf[V], gf[V], wf[V], af[V];
+          unpack(xv(k), xf);
+          unpack(gv(k), gf);
+          if (w) unpack(load_vec<T, V>(w + j * V), wf);
+          if (ga) unpack(load_vec<T, V>(ga + j * V), af);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const A gf = to_acc(gg.v[e]), xf = to_acc(a.v[e]);
-          A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
-          if (ga) d += to_acc(ad.v[e]);
-          o.v[e] = from_acc<T>(d);
-          if (want_dw) dw[k][e] += gf * (xf * rstd);
+          for (int e = 0; e < V; ++e) {
+            A d = (w ? gf[e] * wf[e] : gf[e]) * rstd - xf[e] * c;
+            if (ga) d += af[e];
+            o.v[e] = from_acc<T>(d);
+            if (want_dw) dw[k][e] += gf[e] * (xf[e] * rstd);
+          }
+        } else {
+          const Vec<T, V> a = xv(k), gg = gv(k);
+          Vec<T, V> b, ad;
+          if (w) b = load_vec<T, V>(w + j * V);
+          if (ga) ad = load_vec<T, V>(ga + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const A gf = to_acc(gg.v[e]), xf = to_acc(a.v[e]);
+            A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
+            if (ga) d += to_acc(ad.v[e]);
+            o.v[e] = from_acc<T>(d);
+            if (want_dw) dw[k][e] += gf * (xf * rstd);
+          }
         }
         store_vec<T, V>(dx + j * V, o);
       }
