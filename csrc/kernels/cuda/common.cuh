@@ -108,6 +108,19 @@ __device__ __forceinline__ void unpack(const Vec<T, V>& v, acc_t<T> (&f)[V]) {
   }
 }
 
+// Element e of a vector in the accumulation type, converted on its own (bf16: a shift or a mask of its 32-bit word,
+// one instruction, where the conversion of an odd element took two); for loops that convert just in time.
+template <typename T, int V>
+__device__ __forceinline__ acc_t<T> elem(const Vec<T, V>& v, int e) {
+  if constexpr (std::is_same_v<T, bf16> && V % 2 == 0) {
+    uint32_t u;
+    __builtin_memcpy(&u, &v.v[e & ~1], 4);
+    return __uint_as_float((e & 1) ? (u & 0xffff0000u) : (u << 16));
+  } else {
+    return to_acc(v.v[e]);
+  }
+}
+
 // Whether a pointer is aligned for an access of `bytes`.
 __host__ __device__ __forceinline__ bool aligned(const void* p, int bytes) {
   return (reinterpret_cast<uintptr_t>(p) % bytes) == 0;
