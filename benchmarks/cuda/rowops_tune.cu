@@ -11,7 +11,7 @@
 //   (the -D__CUDA_NO_* flags are torch's: they change register allocation). OP_SOFTMAX, OP_RMS, OP_LN,
 //   OP_SM_BWD, OP_RMS_BWD, OP_LN_BWD; element type bf16 unless -DHT=float or -DHT=f16.
 //   rowops_tune rows cols [flag] [iters]   flag: log_softmax for the softmax ops, the residual add for OP_RMS
-//   Norm backward staging (norm_common.cuh): -DYIRAGE_NORM_BWD_STAGES=1..3 (rms_norm), -DYIRAGE_NORM_BWD_STAGES_LN.
+//   Norm backward staging (norm_bwd_common.cuh): -DYIRAGE_NORM_BWD_STAGES=1..3 (rms_norm), -DYIRAGE_NORM_BWD_STAGES_LN.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

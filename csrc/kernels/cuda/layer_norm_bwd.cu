@@ -19,8 +19,8 @@
 #include <type_traits>
 
 #include "layer_norm.h"
+#include "norm_bwd_common.cuh"
 #include "norm_bwd_plan.cuh"
-#include "norm_common.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "norm_common.cuh"
+#include "norm_bwd_common.cuh"
 
 namespace yirage::kernels::cuda::norm {
 

@@ -16,8 +16,8 @@
 // Accumulation in fp32 (fp64 for fp64).
 #include <type_traits>
 
+#include "norm_bwd_common.cuh"
 #include "norm_bwd_plan.cuh"
-#include "norm_common.cuh"
 #include "rms_norm.h"
 
 namespace yirage::kernels::cuda {
@@ -27,6 +27,19 @@ using norm::group_sum;
 using norm::block_sum_k;
 using norm::RowPlan;
 using norm::write_partial;
+
+// Adds one vector's terms to the backward's sums, converted element by element: sum x^2 and sum g*w*x (w: the
+// weight's vector when has_w).
+template <typename A, typename T, int V>
+__device__ __forceinline__ void add_sums(A (&s)[2], const Vec<T, V>& x, const Vec<T, V>& g, const Vec<T, V>& w,
+                                         bool has_w) {
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    const A xf = to_acc(x.v[e]);
+    s[0] += xf * xf;
+    s[1] += (has_w ? to_acc(g.v[e]) * to_acc(w.v[e]) : to_acc(g.v[e])) * xf;
+  }
+}
 
 // ---------------------------------------------------------------- backward, register path
 // fp16 / bf16 rows stream through shared memory (norm::RowStager, `stages` >= 1 slots) and each phase reads
@@ -105,12 +118,7 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b;
           if (w) b = load_vec<T, V>(w + j * V);
-#pragma unroll
-          for (int e = 0; e < V; ++e) {
-            const A xf = to_acc(a.v[e]);
-            s[0] += xf * xf;
-            s[1] += (w ? to_acc(gg.v[e]) * to_acc(b.v[e]) : to_acc(gg.v[e])) * xf;
-          }
+          add_sums(s, a, gg, b, w != nullptr);
         }
       }
     }
@@ -203,12 +211,7 @@ __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
       const Vec<T, V> a = load_vec<T, V>(x + i * V), g = load_vec<T, V>(go + i * V);
       Vec<T, V> b;
       if (w) b = load_vec<T, V>(w + i * V);
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const A xf = to_acc(a.v[e]);
-        s[0] += xf * xf;
-        s[1] += (w ? to_acc(g.v[e]) * to_acc(b.v[e]) : to_acc(g.v[e])) * xf;
-      }
+      add_sums(s, a, g, b, w != nullptr);
     }
     block_sum_k<2>(s, smem);
     const A rstd = A(1) / sqrt(s[0] * inv_n + A(p.eps));
