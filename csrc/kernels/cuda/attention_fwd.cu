@@ -190,15 +190,14 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits.
-// Hopper configurations (B4 H32 S2048-4096 on an H100, attention_sm90_tune.cu: see benchmarks/results). D = 128:
-// 128-key tiles, one block per SM (196 registers). D = 64: 64-key tiles, two blocks per SM (118 registers): 128-key
-// tiles ran 16-20% slower there. D = 256: 64-key tiles (128 would need 320 KB of shared memory), one block per SM:
-// 541 against the sm_80-class kernel's 278 TFLOP/s at B4 H16 S4096.
+// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits. Configurations from a sweep with
+// attention_sm90_tune.cu (B4 H32 S2048-16384 on an H200, see benchmarks/results): 128-key tiles in three stages with
+// the two products overlapped for D = 64 and 128; D = 256: 64-key tiles in two stages (3 x 64 KB would not fit),
+// the products not overlapped (the overlap ran 2-7% slower there).
 template <int kD> struct Sm90Prefill;
-template <> struct Sm90Prefill<64> { using type = Sm90FwdConfig<64, 64, 2>; };
-template <> struct Sm90Prefill<128> { using type = Sm90FwdConfig<128, 128, 1>; };
-template <> struct Sm90Prefill<256> { using type = Sm90FwdConfig<256, 64, 1>; };  // 213 registers, 194 KB
+template <> struct Sm90Prefill<64> { using type = Sm90FwdConfig<64, 128, 3, true>; };
+template <> struct Sm90Prefill<128> { using type = Sm90FwdConfig<128, 128, 3, true>; };
+template <> struct Sm90Prefill<256> { using type = Sm90FwdConfig<256, 64, 2, false>; };
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
@@ -212,7 +211,7 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.shape.heads_k),
                     static_cast<unsigned>(std::min<int64_t>(kMaxGridZ, a.shape.batch - b0)));
     {
-      flash_attention_fwd_sm90_kernel<T, Cfg><<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+      kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
     }
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;

@@ -2,16 +2,20 @@
 // without key splits, fp16/bf16, head dims 64, 128 and 256. Included by attention_fwd.cu and by the tuning harness
 // in benchmarks/cuda/. Same parameters and results as flash_attention_fwd_kernel (attention_fwd_kernel.cuh).
 //
-// One block of two warpgroups per (128-row tile of stacked query rows, key/value head, batch); warpgroup w owns
-// rows 64w..64w+63. The query tile stays in shared memory; key and value tiles (64 or 128 keys) stream through two
-// stages of swizzled shared memory (wgmma_sm90.cuh's layout), filled by cp.async from every thread, the key
-// tile and the value tile in separate commit groups:
-//   B1: K_j has landed; every warpgroup is done with S_{j-1}  -> copies of K_{j+1} start
-//   S_j = Q K_j^T        (wgmma, A and B from shared memory; then wait: S_j and P_{j-1} V_{j-1} complete)
-//   B2: V_j has landed; every warpgroup is done with P_{j-1} V_{j-1} -> copies of V_{j+1} start
-//   online softmax of S_j in registers (the FlashAttention-2 arithmetic, in log2 units), P_j rounded to T
-//   O += P_j V_j         (wgmma, A = P_j from registers, B = V_j from shared memory, MN-major; not waited for)
-// The output goes out through the query tile's shared memory (16-byte stores), with the log-sum-exp.
+// Warp-specialized, as FlashAttention-3: one block per (128-row tile of stacked query rows, key/value head,
+// batch), 384 threads: two consumer warpgroups (warpgroup w owns rows 64w..64w+63) and one producer warpgroup.
+//   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of
+//     swizzled shared memory (wgmma_sm90.cuh's layout) with cp.async; stage s is refilled once all eight consumer
+//     warps released it (mbarrier empty_k/v[s]); the copies' completion arrives on full_k/v[s]
+//     (cp.async.mbarrier.arrive).
+//   consumers (setmaxnreg up to kConsumerRegs): load their query rows, then per key tile wait for full_k/v,
+//     compute, release. The two warpgroups take turns at the tensor cores ("ping-pong", named barriers 1 and 2):
+//     while one issues its products, the other runs its softmax.
+//   kOverlap = false, per key tile j: S_j = Q K_j^T (issued in turn, waited for), online softmax (the
+//     FlashAttention-2 arithmetic, in log2 units), O += P_j V_j (A = P_j from registers; issued, not waited for).
+//   kOverlap = true: S_j and P_{j-1} V_{j-1} issued together in turn; the softmax of S_j runs while P_{j-1} V_{j-1}
+//     is on the tensor cores; O is rescaled once that product is done.
+// The output goes out through the warpgroup's rows of the query tile (16-byte stores), with the log-sum-exp.
 #pragma once
 
 #include "compat.cuh"
@@ -30,33 +34,40 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-template <int kD_, int kBlockN_ = 128, int kMinBlocks_ = 1>
+template <int kD_, int kBlockN_ = 128, int kStages_ = 2, bool kOverlap_ = false>
 struct Sm90FwdConfig {
   static constexpr int kD = kD_;
-  static constexpr int kWarpGroups = 2;
-  static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per block
-  static constexpr int kBlockN = kBlockN_;          // keys per tile
-  static constexpr int kMinBlocks = kMinBlocks_;    // resident blocks per SM the registers are capped for
-  static constexpr int kThreads = 128 * kWarpGroups;
-  static constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+  static constexpr int kBlockM = 128;  // query rows per block, 64 per consumer warpgroup
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kOverlap = kOverlap_;
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kConsumers = 256;
+  static constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup
+  // Registers per thread after setmaxnreg. The consumers take only what the producer gives back (the CTA's pool):
+  // 128 (168 - kProducerRegs) = 256 (kConsumerRegs - 168) at the launch's 168 (65536 / 384, rounded down to 8).
+  static constexpr int kLaunchRegs = 168;
+  static constexpr int kConsumerRegs = kD == 256 ? 232 : 224, kProducerRegs = 3 * kLaunchRegs - 2 * kConsumerRegs;
+  static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
+  static constexpr int kChunks = kD / 8;             // 16-byte chunks per row
   static constexpr int kTileQ = kBlockM * kD * 2;
   static constexpr int kTileKV = kBlockN * kD * 2;
-  static constexpr int kStages = 2;
-  // + 1 KB: the tiles start at the first 1024-byte boundary of the dynamic shared memory
-  static constexpr int kSmem = kTileQ + 2 * kStages * kTileKV + 1024;
+  static constexpr int kOffK = kTileQ, kOffV = kOffK + kStages * kTileKV, kOffBar = kOffV + kStages * kTileKV;
+  static constexpr int kSmem = kOffBar + 4 * kStages * 8 + 1024;  // + 1 KB: tiles start at a 1024-byte boundary
   static_assert(kD == 64 || kD == 128 || kD == 256, "wgmma n = head dim for P V: 64, 128 or 256");
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n = key tile for Q K^T: 64 or 128 here");
+  static_assert(128 % kChunks == 0, "the producer warpgroup copies whole rows per pass");
 };
 
 template <typename T, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attention_fwd_sm90_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_kernel(const FwdParams p) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
   using namespace sm80;
   using namespace sm90;
   constexpr int kD = Cfg::kD, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kChunks = Cfg::kChunks;
-  constexpr int kThreads = Cfg::kThreads;
+  constexpr int kStages = Cfg::kStages;
   constexpr int kNT = kBlockN / 8;  // 8-key column tiles of S per thread
   constexpr int kDT = kD / 8;       // 8-column tiles of O per thread
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -79,37 +90,71 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
   const int n_blocks = (key_end + kBlockN - 1) / kBlockN;
   const int unmasked_end = p.causal ? std::min(sk, i_min + sk - sq + 1) : sk;
 
-  const T* qg = static_cast<const T*>(p.q) + b * p.q_b + static_cast<int64_t>(hk) * p.group * p.q_h;
-  const T* kg = static_cast<const T*>(p.k) + b * p.k_b + hk * p.k_h;
-  const T* vg = static_cast<const T*>(p.v) + b * p.v_b + hk * p.v_h;
   const uint32_t s_q = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t s_k = s_q + Cfg::kTileQ;
-  const uint32_t s_v = s_k + Cfg::kStages * Cfg::kTileKV;
-
-  for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-    const int row = c / kChunks, ch = c % kChunks;
-    const int64_t r = m0 + row;
-    const bool valid = r < R;
-    const T* src = valid ? qg + (r / sq) * p.q_h + (r % sq) * p.q_s + ch * 8 : static_cast<const T*>(p.q);
-    cp_async_16(s_q + sw128_offset(row, ch, kBlockM), src, valid);
-  }
-  // Key/value copies: chunk ch0 of rows row0 + i * kRowStep of every tile (offsets fixed, pointers advancing).
-  constexpr int kRowStep = kThreads / kChunks, kKVIters = kBlockN / kRowStep;
-  static_assert(kThreads % kChunks == 0 && kBlockN % kRowStep == 0 && kRowStep % 8 == 0, "whole rows per pass");
-  const int row0 = tid / kChunks, ch0 = tid % kChunks;
-  const uint32_t kv_off = sw128_offset(row0, ch0, kBlockN);  // + i * kRowStep * 128 for pass i
-  const T* k_next = kg + static_cast<int64_t>(row0) * p.k_s + ch0 * 8;
-  const T* v_next = vg + static_cast<int64_t>(row0) * p.v_s + ch0 * 8;
-  const int64_t k_step = kRowStep * p.k_s, v_step = kRowStep * p.v_s;
-  auto load_rows = [&](uint32_t dst, const T*& next, int64_t step, const T* base, int nb) {
-    const int rows_left = sk - nb * kBlockN - row0;
-#pragma unroll
-    for (int i = 0; i < kKVIters; ++i) {
-      const bool valid = i * kRowStep < rows_left;  // rows past Sk are zeros (0 * V stays 0 under p = 0)
-      cp_async_16(dst + kv_off + i * kRowStep * 128, valid ? next + i * step : base, valid);
+  const uint32_t s_k = s_q + Cfg::kOffK, s_v = s_q + Cfg::kOffV, bars = s_q + Cfg::kOffBar;
+  // full_k[s], full_v[s], empty_k[s], empty_v[s]
+  auto full_k = [&](int s) { return bars + s * 8; };
+  auto full_v = [&](int s) { return bars + (kStages + s) * 8; };
+  auto empty_k = [&](int s) { return bars + (2 * kStages + s) * 8; };
+  auto empty_v = [&](int s) { return bars + (3 * kStages + s) * 8; };
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_k(s), 128);
+      mbar_init(full_v(s), 128);
+      mbar_init(empty_k(s), 8);
+      mbar_init(empty_v(s), 8);
     }
-    next += kKVIters * step;
-  };
+  }
+  __syncthreads();
+
+  if (tid >= Cfg::kConsumers) {
+    // Producer warpgroup: chunk `pt % kChunks` of rows pt / kChunks + i * kRowStep of every tile.
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    const int pt = tid - Cfg::kConsumers;
+    constexpr int kRowStep = 128 / kChunks, kIters = kBlockN / kRowStep;
+    const int row0 = pt / kChunks, ch0 = pt % kChunks;
+    const T* k_next = static_cast<const T*>(p.k) + b * p.k_b + hk * p.k_h + static_cast<int64_t>(row0) * p.k_s + ch0 * 8;
+    const T* v_next = static_cast<const T*>(p.v) + b * p.v_b + hk * p.v_h + static_cast<int64_t>(row0) * p.v_s + ch0 * 8;
+    const int64_t k_step = kRowStep * p.k_s, v_step = kRowStep * p.v_s;
+    auto load_rows = [&](uint32_t dst, const T*& next, int64_t step, const T* base, int nb) {
+      const int rows_left = sk - nb * kBlockN - row0;
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const bool valid = i * kRowStep < rows_left;  // rows past Sk are zeros (0 * V stays 0 under p = 0)
+        cp_async_16(dst + sw128_offset(row0 + i * kRowStep, ch0, kBlockN), valid ? next + i * step : base, valid);
+      }
+      next += kIters * step;
+    };
+    for (int nb = 0; nb < n_blocks; ++nb) {
+      const int s = nb % kStages;
+      const uint32_t parity = ((nb / kStages) & 1) ^ 1;
+      mbar_wait(empty_k(s), parity);
+      load_rows(s_k + s * Cfg::kTileKV, k_next, k_step, static_cast<const T*>(p.k), nb);
+      mbar_arrive_cp_async(full_k(s));
+      mbar_wait(empty_v(s), parity);
+      load_rows(s_v + s * Cfg::kTileKV, v_next, v_step, static_cast<const T*>(p.v), nb);
+      mbar_arrive_cp_async(full_v(s));
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // Consumers. This warpgroup's 64 query rows.
+  setmaxnreg_inc<Cfg::kConsumerRegs>();
+  {
+    const T* qg = static_cast<const T*>(p.q) + b * p.q_b + static_cast<int64_t>(hk) * p.group * p.q_h;
+    for (int c = tid & 127; c < 64 * kChunks; c += 128) {
+      const int row = wg * 64 + c / kChunks, ch = c % kChunks;
+      const int64_t r = m0 + row;
+      const bool valid = r < R;
+      const T* src = valid ? qg + (r / sq) * p.q_h + (r % sq) * p.q_s + ch * 8 : static_cast<const T*>(p.q);
+      cp_async_16(s_q + sw128_offset(row, ch, kBlockM), src, valid);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_sync(3 + wg, 128);
+  }
 
   // This thread's two rows (g and g + 8 of its warp's 16): the last key each sees (-1: none).
   const int row_in_tile = wg * 64 + warp_in_wg * 16 + (lane >> 2);
@@ -127,25 +172,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
   fence_regs(o);  // (without it ptxas serializes the wgmmas: C7515)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-  if (n_blocks > 0) load_rows(s_k, k_next, k_step, static_cast<const T*>(p.k), 0);
-  cp_async_commit();  // group: Q, K_0
-  if (n_blocks > 0) load_rows(s_v, v_next, v_step, static_cast<const T*>(p.v), 0);
-  cp_async_commit();  // group: V_0
-
   const uint32_t q_wg = s_q + wg * 64 * 128;  // this warpgroup's 64 rows of every panel
   const bool lazy_scale = p.scale_log2 > 0.f;
   const float exp_scale = lazy_scale ? p.scale_log2 : 1.f;
-  for (int nb = 0; nb < n_blocks; ++nb) {
-    const int stage = nb & 1;
-    const uint32_t k_tile = s_k + stage * Cfg::kTileKV, v_tile = s_v + stage * Cfg::kTileKV;
-    cp_async_wait<1>();  // K_nb (this thread's copies; V_nb may still be in flight)
-    fence_proxy_async();
-    __syncthreads();  // B1
-    if (nb + 1 < n_blocks) load_rows(s_k + (stage ^ 1) * Cfg::kTileKV, k_next, k_step, static_cast<const T*>(p.k), nb + 1);
-    cp_async_commit();
+  if (wg == 1) named_arrive(1, 256);  // warpgroup 0 issues first
 
-    float s[kBlockN / 2];
-    wgmma_fence();
+  auto issue_s = [&](float (&s)[kBlockN / 2], uint32_t k_tile) {
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const uint32_t panel = (kk >> 2), col = (kk & 3) * 32;
@@ -153,19 +185,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       const uint64_t db = smem_desc(k_tile + panel * kBlockN * 128 + col, 16, 1024);
       wgmma_ss_step<T, kBlockN>(s, da, db, kk == 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();  // S_nb, and P_{nb-1} V_{nb-1}
-    fence_regs(s);
-    fence_regs(o);
-
-    cp_async_wait<1>();  // V_nb
-    fence_proxy_async();
-    __syncthreads();  // B2
-    if (nb + 1 < n_blocks) load_rows(s_v + (stage ^ 1) * Cfg::kTileKV, v_next, v_step, static_cast<const T*>(p.v), nb + 1);
-    cp_async_commit();
-
-    // Online softmax (as in flash_attention_fwd_kernel): masked scores -inf, a positive scale applied inside
-    // the exponential, the output rescaled.
+  };
+  auto issue_pv = [&](const uint32_t (&pa)[kBlockN / 16][4], uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t db = smem_desc(v_tile + kk * 16 * 128, kBlockN * 128, 1024);
+      wgmma_rs_acc<T, kD, 1>(o, pa[kk], db);
+    }
+  };
+  // Online softmax of tile nb in place (s -> probabilities); returns the factors the output rows are rescaled by.
+  auto softmax = [&](float (&s)[kBlockN / 2], int nb, float (&scale_row)[2]) {
     const int n0 = nb * kBlockN;
     if (!lazy_scale) {
 #pragma unroll
@@ -178,7 +207,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
         for (int e = 0; e < 4; ++e)
           if (n0 + nt * 8 + (lane & 3) * 2 + (e & 1) > last_key[e >> 1]) s[nt * 4 + e] = -INFINITY;
     }
-    float scale_row[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = -INFINITY;
@@ -202,8 +230,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       }
       row_sum[h] = row_sum[h] * scale_row[h] + sum;
     }
-    // Always rescaled: a branch around it makes ptxas serialize the wgmmas (its copies merging the two
-    // versions of the accumulators land inside the P V pipeline stage).
+  };
+  auto rescale = [&](const float (&scale_row)[2]) {
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt) {
       o[dt * 4 + 0] *= scale_row[0];
@@ -211,7 +239,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       o[dt * 4 + 2] *= scale_row[1];
       o[dt * 4 + 3] *= scale_row[1];
     }
-    uint32_t pa[kBlockN / 16][4];
+  };
+  auto pack = [&](const float (&s)[kBlockN / 2], uint32_t (&pa)[kBlockN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       pa[kk][0] = pack2<T>(s[(2 * kk) * 4 + 0], s[(2 * kk) * 4 + 1]);
@@ -219,18 +248,94 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       pa[kk][2] = pack2<T>(s[(2 * kk + 1) * 4 + 0], s[(2 * kk + 1) * 4 + 1]);
       pa[kk][3] = pack2<T>(s[(2 * kk + 1) * 4 + 2], s[(2 * kk + 1) * 4 + 3]);
     }
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t db = smem_desc(v_tile + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_rs_acc<T, kD, 1>(o, pa[kk], db);
+  };
+  auto release = [&](uint32_t bar) {
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  if constexpr (!Cfg::kOverlap) {
+    for (int nb = 0; nb < n_blocks; ++nb) {
+      const int stage = nb % kStages;
+      const uint32_t parity = (nb / kStages) & 1;
+      float s[kBlockN / 2];
+      mbar_wait(full_k(stage), parity);
+      fence_proxy_async();
+      named_sync(1 + wg, 256);
+      wgmma_fence();
+      issue_s(s, s_k + stage * Cfg::kTileKV);
+      wgmma_commit();
+      named_arrive(2 - wg, 256);
+      wgmma_wait<0>();  // S_nb, and P_{nb-1} V_{nb-1}
+      fence_regs(s);
+      fence_regs(o);
+      release(empty_k(stage));
+      if (nb > 0) release(empty_v((nb - 1) % kStages));
+      float scale_row[2];
+      softmax(s, nb, scale_row);
+      rescale(scale_row);
+      uint32_t pa[kBlockN / 16][4];
+      pack(s, pa);
+      mbar_wait(full_v(stage), parity);
+      fence_proxy_async();
+      wgmma_fence();
+      issue_pv(pa, s_v + stage * Cfg::kTileKV);
+      wgmma_commit();
     }
+    wgmma_wait<0>();
+    fence_regs(o);
+  } else if (n_blocks > 0) {
+    uint32_t pa[kBlockN / 16][4];
+    {  // tile 0: S_0 alone
+      float s[kBlockN / 2];
+      mbar_wait(full_k(0), 0);
+      fence_proxy_async();
+      named_sync(1 + wg, 256);
+      wgmma_fence();
+      issue_s(s, s_k);
+      wgmma_commit();
+      named_arrive(2 - wg, 256);
+      wgmma_wait<0>();
+      fence_regs(s);
+      release(empty_k(0));
+      float scale_row[2];
+      softmax(s, 0, scale_row);
+      pack(s, pa);
+    }
+    for (int nb = 1; nb < n_blocks; ++nb) {
+      const int stage = nb % kStages, ps = (nb - 1) % kStages;
+      float s[kBlockN / 2];
+      mbar_wait(full_k(stage), (nb / kStages) & 1);
+      fence_proxy_async();
+      mbar_wait(full_v(ps), ((nb - 1) / kStages) & 1);
+      fence_proxy_async();
+      named_sync(1 + wg, 256);
+      wgmma_fence();
+      issue_s(s, s_k + stage * Cfg::kTileKV);
+      wgmma_commit();
+      issue_pv(pa, s_v + ps * Cfg::kTileKV);
+      wgmma_commit();
+      named_arrive(2 - wg, 256);
+      wgmma_wait<1>();  // S_nb
+      fence_regs(s);
+      release(empty_k(stage));
+      float scale_row[2];
+      softmax(s, nb, scale_row);
+      wgmma_wait<0>();  // P_{nb-1} V_{nb-1}
+      fence_regs(o);
+      release(empty_v(ps));
+      rescale(scale_row);
+      pack(s, pa);
+    }
+    const int ps = (n_blocks - 1) % kStages;
+    mbar_wait(full_v(ps), ((n_blocks - 1) / kStages) & 1);
+    fence_proxy_async();
+    wgmma_fence();
+    issue_pv(pa, s_v + ps * Cfg::kTileKV);
     wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
   }
-  wgmma_wait<0>();
-  fence_regs(o);
-  cp_async_wait<0>();
-  __syncthreads();  // with no key tile, the query tile's copies were never waited for
+  if (wg == 0) named_sync(1, 256);  // warpgroup 1's last turn signal
 
   // Epilogue: normalized rows to this warpgroup's rows of the query tile (the swizzle keeps the 8 rows of a
   // store on different banks), then 16-byte copies out; the log-sum-exp from the first lane of each row.
@@ -253,9 +358,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) flash_attentio
       p.lse[out_row0 + r] = l > 0.f ? (row_max[h] + __log2f(l)) * kLn2 : -INFINITY;
     }
   }
-  __syncthreads();
-  for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-    const int row = c / kChunks, ch = c % kChunks;
+  named_sync(3 + wg, 128);
+  for (int c = tid & 127; c < 64 * kChunks; c += 128) {
+    const int row = wg * 64 + c / kChunks, ch = c % kChunks;
     const int64_t r = m0 + row;
     if (r >= R) continue;
     uint4 v;
