@@ -9,7 +9,8 @@
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
 // `sm90`: the shipped configuration (Sm90Prefill in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
-// -DVAR_OVERLAP=0|1 pick (defaults: the shipped one's key tile and stages, overlap on).
+// -DVAR_OVERLAP=0|1 pick (defaults: the shipped one's key tile and stages, overlap on); -DVAR_WG=3: three consumer
+// warpgroups for D = 64 and 128.
 template <int D> using Sm90Cfg = typename Sm90Prefill<D>::type;
 #ifndef VAR_BN
 #define VAR_BN Sm90Cfg<D>::kBlockN
@@ -20,7 +21,10 @@ template <int D> using Sm90Cfg = typename Sm90Prefill<D>::type;
 #ifndef VAR_OVERLAP
 #define VAR_OVERLAP 1
 #endif
-template <int D> using VarCfg = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP>;
+#ifndef VAR_WG
+#define VAR_WG 2
+#endif
+template <int D> using VarCfg = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, (D == 256 ? 2 : VAR_WG)>;
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
 #define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
 

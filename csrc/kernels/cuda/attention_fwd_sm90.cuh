@@ -2,15 +2,15 @@
 // without key splits, fp16/bf16, head dims 64, 128 and 256. Included by attention_fwd.cu and by the tuning harness
 // in benchmarks/cuda/. Same parameters and results as flash_attention_fwd_kernel (attention_fwd_kernel.cuh).
 //
-// Warp-specialized, as FlashAttention-3: one block per (128-row tile of stacked query rows, key/value head,
-// batch), 384 threads: two consumer warpgroups (warpgroup w owns rows 64w..64w+63) and one producer warpgroup.
+// Warp-specialized, as FlashAttention-3: one block per (tile of 64 x kWarpGroups stacked query rows, key/value head,
+// batch): kWarpGroups (2 or 3) consumer warpgroups (warpgroup w owns rows 64w..64w+63) and one producer warpgroup.
 //   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of
-//     swizzled shared memory (wgmma_sm90.cuh's layout) with cp.async; stage s is refilled once all eight consumer
-//     warps released it (mbarrier empty_k/v[s]); the copies' completion arrives on full_k/v[s]
+//     swizzled shared memory (wgmma_sm90.cuh's layout) with cp.async; stage s is refilled once every consumer warp
+//     released it (mbarrier empty_k/v[s]); the copies' completion arrives on full_k/v[s]
 //     (cp.async.mbarrier.arrive).
 //   consumers (setmaxnreg up to kConsumerRegs): load their query rows, then per key tile wait for full_k/v,
-//     compute, release. The two warpgroups take turns at the tensor cores ("ping-pong", named barriers 1 and 2):
-//     while one issues its products, the other runs its softmax.
+//     compute, release. The warpgroups take turns at the tensor cores in a ring (named barrier 1 + w: warpgroup w's
+//     turn, signalled by warpgroup w - 1): while one issues its products, the others run their softmax.
 //   kOverlap = false, per key tile j: S_j = Q K_j^T (issued in turn, waited for), online softmax (the
 //     FlashAttention-2 arithmetic, in log2 units), O += P_j V_j (A = P_j from registers; issued, not waited for).
 //   kOverlap = true: S_j and P_{j-1} V_{j-1} issued together in turn; the softmax of S_j runs while P_{j-1} V_{j-1}
@@ -34,21 +34,27 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-template <int kD_, int kBlockN_ = 128, int kStages_ = 2, bool kOverlap_ = false>
+template <int kD_, int kBlockN_ = 128, int kStages_ = 2, bool kOverlap_ = false, int kWarpGroups_ = 2>
 struct Sm90FwdConfig {
   static constexpr int kD = kD_;
-  static constexpr int kBlockM = 128;  // query rows per block, 64 per consumer warpgroup
+  static constexpr int kWarpGroups = kWarpGroups_;  // consumer warpgroups, 64 query rows each
+  static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per block
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kOverlap = kOverlap_;
   static constexpr int kMinBlocks = 1;
-  static constexpr int kConsumers = 256;
+  static constexpr int kConsumers = 128 * kWarpGroups;
   static constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup
   // Registers per thread after setmaxnreg. The consumers take only what the producer gives back (the CTA's pool):
-  // 128 (168 - kProducerRegs) = 256 (kConsumerRegs - 168) at the launch's 168 (65536 / 384, rounded down to 8).
-  static constexpr int kLaunchRegs = 168;
-  static constexpr int kConsumerRegs = kD == 256 ? 232 : 224, kProducerRegs = 3 * kLaunchRegs - 2 * kConsumerRegs;
-  static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
+  // kWarpGroups (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, at the launch's even share (65536 /
+  // kThreads, rounded down to 8: 168 for two consumer warpgroups, 128 for three).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : kD == 256 ? 232 : 224;
+  static constexpr int kProducerRegs = kWarpGroups == 3 ? 24 : 3 * kLaunchRegs - 2 * kConsumerRegs;
+  static_assert(kWarpGroups == 2 || kWarpGroups == 3, "two or three consumer warpgroups");
+  static_assert(kWarpGroups * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
+  static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0,
+                "setmaxnreg takes 24..256, multiples of 8");
   static constexpr int kChunks = kD / 8;             // 16-byte chunks per row
   static constexpr int kTileQ = kBlockM * kD * 2;
   static constexpr int kTileKV = kBlockN * kD * 2;
@@ -67,7 +73,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   using namespace sm80;
   using namespace sm90;
   constexpr int kD = Cfg::kD, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kChunks = Cfg::kChunks;
-  constexpr int kStages = Cfg::kStages;
+  constexpr int kStages = Cfg::kStages, kWG = Cfg::kWarpGroups;
   constexpr int kNT = kBlockN / 8;  // 8-key column tiles of S per thread
   constexpr int kDT = kD / 8;       // 8-column tiles of O per thread
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -101,8 +107,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_k(s), 128);
       mbar_init(full_v(s), 128);
-      mbar_init(empty_k(s), 8);
-      mbar_init(empty_v(s), 8);
+      mbar_init(empty_k(s), 4 * Cfg::kWarpGroups);
+      mbar_init(empty_v(s), 4 * Cfg::kWarpGroups);
     }
   }
   __syncthreads();
@@ -153,7 +159,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();
-    named_sync(3 + wg, 128);
+    named_sync(1 + kWG + wg, 128);
   }
 
   // This thread's two rows (g and g + 8 of its warp's 16): the last key each sees (-1: none).
@@ -175,7 +181,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   const uint32_t q_wg = s_q + wg * 64 * 128;  // this warpgroup's 64 rows of every panel
   const bool lazy_scale = p.scale_log2 > 0.f;
   const float exp_scale = lazy_scale ? p.scale_log2 : 1.f;
-  if (wg == 1) named_arrive(1, 256);  // warpgroup 0 issues first
+  if (wg == kWG - 1) named_arrive(1, 256);  // warpgroup 0 issues first
 
   auto issue_s = [&](float (&s)[kBlockN / 2], uint32_t k_tile) {
 #pragma unroll
@@ -264,7 +270,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
       wgmma_fence();
       issue_s(s, s_k + stage * Cfg::kTileKV);
       wgmma_commit();
-      named_arrive(2 - wg, 256);
+      named_arrive(1 + (wg + 1) % kWG, 256);
       wgmma_wait<0>();  // S_nb, and P_{nb-1} V_{nb-1}
       fence_regs(s);
       fence_regs(o);
@@ -293,7 +299,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
       wgmma_fence();
       issue_s(s, s_k);
       wgmma_commit();
-      named_arrive(2 - wg, 256);
+      named_arrive(1 + (wg + 1) % kWG, 256);
       wgmma_wait<0>();
       fence_regs(s);
       release(empty_k(0));
@@ -314,7 +320,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
       wgmma_commit();
       issue_pv(pa, s_v + ps * Cfg::kTileKV);
       wgmma_commit();
-      named_arrive(2 - wg, 256);
+      named_arrive(1 + (wg + 1) % kWG, 256);
       wgmma_wait<1>();  // S_nb
       fence_regs(s);
       release(empty_k(stage));
@@ -335,7 +341,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
     wgmma_wait<0>();
     fence_regs(o);
   }
-  if (wg == 0) named_sync(1, 256);  // warpgroup 1's last turn signal
+  if (wg == 0) named_sync(1, 256);  // the last warpgroup's last turn signal
 
   // Epilogue: normalized rows to this warpgroup's rows of the query tile (the swizzle keeps the 8 rows of a
   // store on different banks), then 16-byte copies out; the log-sum-exp from the first lane of each row.
@@ -358,7 +364,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
       p.lse[out_row0 + r] = l > 0.f ? (row_max[h] + __log2f(l)) * kLn2 : -INFINITY;
     }
   }
-  named_sync(3 + wg, 128);
+  named_sync(1 + kWG + wg, 128);
   for (int c = tid & 127; c < 64 * kChunks; c += 128) {
     const int row = wg * 64 + c / kChunks, ch = c % kChunks;
     const int64_t r = m0 + row;
