@@ -1,4 +1,5 @@
 """The comparison framework's parts: accuracy metrics, profiler statistics, provider registry and runner."""
+import dataclasses
 import math
 
 import numpy as np
@@ -7,11 +8,11 @@ import torch
 
 import yirage_ext.bench as bench
 from yirage_ext.bench import accuracy as A
-from yirage_ext.bench import api, profiler
+from yirage_ext.bench import api, profiler, report, runner
 from yirage_ext.bench.cases import OPS
 from yirage_ext.bench.providers import PROVIDERS, Provider, unavailable
 from yirage_ext.bench.runner import run_case
-from yirage_ext.testing.reference import TOLERANCES
+from yirage_ext.testing.reference import TF32_TOL, TOLERANCES
 
 FAST = dict(warmup=0, repeats=2, budget_s=0.01)
 # one small shape per op, odd sizes where the op allows them
@@ -245,6 +246,7 @@ def test_compile_provider():
     (dict(device="gpu"), "--device: expected a torch device such as cpu or cuda, got 'gpu'"),
     (dict(ops=["rms_norm"], shapes=["4096"]), "--shapes: rms_norm expects ROWSxHIDDEN (positive integers), got '4096'"),
     (dict(ops=["silu_and_mul"], shapes=["4x5"]), "--shapes: silu_and_mul expects ROWSxHIDDEN with an even HIDDEN"),
+    (dict(device="cpu", tf32=True), "--tf32: TF32 tensor cores are a CUDA setting, expected a cuda device, got 'cpu'"),
 ])
 def test_run_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError) as e:
@@ -306,3 +308,51 @@ def test_attention_blockwise_reference(shape, causal):
     torch.testing.assert_close(attention_lse_ref_chunked(q, k, causal, max_elements=100),
                                attention_lse_ref(q, k, causal))
     assert OPS["attention"].reference is not attention_ref  # the bench uses the blockwise one
+
+
+def test_tf32_applies_to_cuda_float32_gemm_rows_only():
+    cases = {name: OPS[name].case(shape, torch.float32, "cpu", 0)
+             for name, shape in (("matmul", "8x8x8"), ("rms_norm", "4x8"))}
+    on_cuda = {name: dataclasses.replace(c, device="cuda") for name, c in cases.items()}  # only the name is read
+    before = torch.backends.cuda.matmul.allow_tf32  # (a settable property: monkeypatch cannot undo it)
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert runner.tf32_applies(OPS["matmul"], on_cuda["matmul"])
+        assert not runner.tf32_applies(OPS["rms_norm"], on_cuda["rms_norm"])  # no products
+        assert not runner.tf32_applies(OPS["matmul"], cases["matmul"])  # CPU
+        assert not runner.tf32_applies(OPS["matmul"], dataclasses.replace(on_cuda["matmul"], dtype=torch.bfloat16))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert not runner.tf32_applies(OPS["matmul"], on_cuda["matmul"])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_tf32_rows_are_checked_with_the_tf32_tolerance(monkeypatch):
+    spec = OPS["matmul"]
+    case = spec.case("16x64x8", torch.float32, "cpu", 0)
+    ref = spec.reference(*case.args)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    off = tuple(r.float() + 3e-3 for r in ref)  # a TF32-sized error: outside fp32's tolerance, inside TF32's
+    assert not runner._check(spec, case, off, None, ref, None).passed
+    monkeypatch.setattr(runner, "tf32_applies", lambda spec, case: True)
+    acc = runner._check(spec, case, off, None, ref, None)
+    assert acc.passed and acc.atol == acc.rtol == TF32_TOL
+    far = tuple(r.float() + 5 * TF32_TOL for r in ref)
+    assert not runner._check(spec, case, far, None, ref, None).passed
+
+
+def test_noisy_rows_are_marked():
+    r = runner.Result("rms_norm", "4x8", "float32", "cpu", "fwd", "torch", status="ok", ms=1.0, p20_ms=0.96,
+                      p80_ms=1.04)
+    assert "noisy" not in report.cells(r)[5]
+    r.p80_ms = 1.2
+    assert report.cells(r)[5].endswith(" noisy")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tf32_run_on_cuda_passes_and_restores_the_setting():
+    before = torch.backends.cuda.matmul.allow_tf32
+    rows = api.run(ops=["matmul", "linear"], device="cuda", dtypes=["float32"], providers=["yirage", "torch"],
+                   shapes=["1024x1024x1024"], warmup=1, repeats=3, tf32=True)
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    assert rows and all(r.status == "ok" and r.atol == TF32_TOL for r in rows), [(r.provider, r.reason) for r in rows]

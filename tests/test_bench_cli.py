@@ -102,6 +102,8 @@ BAD = [
     (["--budget", "0"], "--budget: expected seconds > 0", "got 0.0"),
     (["--repeats", "many"], "argument --repeats: invalid int value", "'many'"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate", ""),
+    (["--device", "cpu", "--tf32"], "--tf32: TF32 tensor cores are a CUDA setting, expected a cuda device",
+     "got 'cpu'"),
 ]
 if not HAS_MPL:
     BAD.append((["--plot", "x.png"], "--plot: needs matplotlib", "got 'x.png'"))

@@ -5,6 +5,7 @@ raises ValueError naming the argument, what was expected and what was given (the
 one-line message and exit status 2)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -42,6 +43,11 @@ def check_device(device: str) -> str:
     return device
 
 
+def check_tf32(tf32: Optional[bool], device: str) -> None:
+    if tf32 and torch.device(device).type != "cuda":
+        raise ValueError(f"--tf32: TF32 tensor cores are a CUDA setting, expected a cuda device, got {device!r}")
+
+
 def _choose(what: str, given: Optional[Iterable[str]], known: Sequence[str], default: Sequence[str]) -> List[str]:
     chosen = list(default if given is None else given)
     for name in chosen:
@@ -76,12 +82,15 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
         warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
-        rooflines: Optional[Rooflines] = None) -> List[Result]:
+        rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
     provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
     implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
     row for every op), each op's default shape. `progress(done, total, row)`
-    is called after each row; `rooflines` (for `device`) is measured on first use, or made here."""
+    is called after each row; `rooflines` (for `device`) is measured on first use, or made here. `tf32`: True or
+    False sets torch.backends.cuda.matmul.allow_tf32 for the run (every provider and the float32 GEMM roofline; put
+    back afterwards; CUDA devices only), None leaves torch's setting; float32 rows of GEMM-based ops run with TF32
+    allowed are checked with TF32's tolerance (testing.reference.TF32_TOL)."""
     ops = _choose("ops", ops, list(OPS), list(OPS))
     device = check_device(device or default_device())
     dtype_names = _choose("dtype", dtypes, list(DTYPES), DEFAULT_DTYPES)
@@ -90,6 +99,28 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     if warmup < 0 or repeats < 1 or budget_s <= 0:
         raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
                          f"repeats={repeats}, budget={budget_s}")
+    check_tf32(tf32, device)
+    with _tf32(tf32):
+        return _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed,
+                    progress, rooflines)
+
+
+@contextlib.contextmanager
+def _tf32(setting: Optional[bool]):
+    """torch.backends.cuda.matmul.allow_tf32 = setting inside (None: unchanged), put back on the way out."""
+    if setting is None:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = bool(setting)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed, progress,
+         rooflines) -> List[Result]:
     rooflines = rooflines or Rooflines(device)
     # the rooflines first, before compiles and the cases' allocations disturb the machine
     if any(OPS[op].may_be_memory_bound for op in ops):

@@ -10,12 +10,15 @@ import sys
 import time
 from typing import List, Optional
 
+import torch
+
 import yirage_ext
 
 from . import api, report
 from .cases import OPS
 from .profiler import Rooflines
 from .providers import DEFAULT_PROVIDERS, PROVIDERS
+from ..testing.reference import TF32_TOL
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +41,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", nargs="+", metavar="SHAPE",
                    help="SHAPE for every selected op, or OP:SHAPE for one (formats below)")
     p.add_argument("--backward", action="store_true", help="time forward + backward, check gradients too")
+    p.add_argument("--tf32", action="store_true", help="CUDA: float32 GEMM products (matmul, linear, attention) "
+                   "on TF32 tensor cores for every provider and the roofline (torch.backends.cuda.matmul."
+                   "allow_tf32), checked with TF32's tolerance")
     p.add_argument("--csv", metavar="FILE", help="write every row, all metrics, to a CSV file")
     p.add_argument("--markdown", metavar="FILE", help="write the table with date, device and versions")
     p.add_argument("--plot", metavar="FILE", help="PNG bar chart (one file per op: FILE-<op>.png for several)")
@@ -106,19 +112,28 @@ def main(argv: Optional[List[str]] = None) -> int:
         api._choose("dtype", args.dtypes, list(api.DTYPES), api.DEFAULT_DTYPES)
         api._choose("providers", args.providers, list(PROVIDERS), list(DEFAULT_PROVIDERS))
         api.plan_shapes(ops, args.shapes)
+        api.check_tf32(args.tf32, device)
     except ValueError as e:
         p.error(str(e))
+    # TF32 in effect for float32 products: asked for, or already allowed by the caller's torch settings
+    tf32 = torch.device(device).type == "cuda" and (args.tf32 or torch.backends.cuda.matmul.allow_tf32)
     rooflines = Rooflines(device)
     update, close = _progress(args.progress)
     t0 = time.perf_counter()
     try:
         rows = api.run(ops=ops, device=device, dtypes=args.dtypes, providers=args.providers, shapes=args.shapes,
                        backward=args.backward, warmup=args.warmup, repeats=args.repeats, budget_s=args.budget,
-                       seed=args.seed, progress=update, rooflines=rooflines)
+                       seed=args.seed, progress=update, rooflines=rooflines, tf32=True if args.tf32 else None)
     finally:
         close()
     env = api.environment(device)
+    if torch.device(device).type == "cuda":
+        env["tf32"] = "on" if tf32 else "off"
     notes = _notes(rooflines, time.perf_counter() - t0)
+    if tf32 and "float32" in (args.dtypes or api.DEFAULT_DTYPES):
+        notes.insert(1, f"float32 GEMM products (matmul, linear, attention) on TF32 tensor cores for every provider "
+                     f"and the gemm roofline (torch.backends.cuda.matmul.allow_tf32); those rows checked with TF32's "
+                     f"tolerance, atol = rtol = {TF32_TOL:g}")
     info = yirage_ext.load_info()
     print(f"yirage_ext {env['yirage_ext']} with torch {env['torch']}; library: {info.kind} ({info.path})"
           + (f", JIT because: {info.reason}" if info.reason else ""))
@@ -144,9 +159,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _notes(rooflines: Rooflines, seconds: float) -> List[str]:
-    notes = ["time: median of the repeats, p20-p80 beside it; rate: GB/s of ideal bytes (each input read once, "
-             "each output written once) or FLOP/s; accuracy: vs the float64 reference with the tests' per-dtype "
-             "tolerance (max relative error, max ULP distance for fp16/bf16)"]
+    notes = ["time: median of the repeats, p20-p80 beside it (`noisy`: a spread over "
+             f"{report.NOISY_SPREAD:.0%} of the median; compare such rows across runs); rate: GB/s of ideal bytes "
+             "(each input read once, each output written once) or FLOP/s; accuracy: vs the float64 reference with "
+             "the tests' per-dtype tolerance (max relative error, max ULP distance for fp16/bf16)"]
     if rooflines._copy is not None:
         notes.append(f"% roof copy: of the copy bandwidth measured in this run, {rooflines._copy / 1e9:.1f} GB/s "
                      "(dst.copy_(src), read + write)")

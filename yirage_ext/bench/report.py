@@ -35,10 +35,21 @@ def _accuracy(r: Result) -> str:
     return f"{r.verdict} (rel {r.max_rel:.1e}{ulp})"
 
 
+# A row whose p20-p80 spread passes this fraction of its median is marked noisy: its median may sit in either of
+# two levels (clock changes, other work on the machine), so ratios against it need a second run.
+NOISY_SPREAD = 0.10
+
+
+def noisy(r: Result) -> bool:
+    return r.ms == r.ms and r.ms > 0 and (r.p80_ms - r.p20_ms) > NOISY_SPREAD * r.ms
+
+
 def cells(r: Result) -> List[str]:
     if r.status in ("skip", "error"):
         return [r.op, r.shape, r.dtype, r.provider, "-", "", "", "", "", _accuracy(r)]
     spread = f"{_time(r.p20_ms)}-{_time(r.p80_ms)}".replace(" us-", "-").replace(" ms-", "-")
+    if noisy(r):
+        spread += " noisy"
     roof = f"{r.roofline_pct:.0f}% {r.roofline}" if r.roofline_pct == r.roofline_pct else "-"
     vs = f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch == r.speedup_vs_torch else "-"
     return [r.op + (" +bwd" if r.mode != "fwd" else ""), r.shape, r.dtype, r.provider, _time(r.ms), spread,

@@ -17,7 +17,7 @@ from . import accuracy as A
 from .cases import OPS, Case, OpSpec
 from .profiler import Rooflines, profile
 from .providers import PROVIDERS, Provider, Unsupported, unavailable
-from ..testing.reference import GRAD_TOL
+from ..testing.reference import GRAD_TOL, TF32_TOL
 
 
 @dataclasses.dataclass
@@ -99,6 +99,13 @@ def _reference(spec: OpSpec, case: Case, backward: bool, seed: int):
     return tuple(o.detach() for o in outs), grads
 
 
+def tf32_applies(spec: OpSpec, case: Case) -> bool:
+    """Whether the case's float32 products may run on TF32 tensor cores: a CUDA float32 case of a GEMM-based op
+    (one with a FLOP count) while torch allows TF32 for matmuls (--tf32, or the caller's own setting)."""
+    return (case.dtype == torch.float32 and spec.flops is not None and torch.device(case.device).type == "cuda"
+            and torch.backends.cuda.matmul.allow_tf32)
+
+
 def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accuracy:
     if len(outs) != len(ref_outs):
         return A.Accuracy(passed=False, note=f"{len(outs)} outputs, expected {len(ref_outs)}")
@@ -106,7 +113,9 @@ def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accu
     for o in outs:
         if o.device.type != want.type or (want.index is not None and o.device.index != want.index):
             return A.Accuracy(passed=False, note=f"output on {o.device}, expected {case.device}")
-    tol = spec.tolerance(case.args, case.dtype)
+    tf32 = tf32_applies(spec, case)
+    tol = (TF32_TOL, TF32_TOL) if tf32 else spec.tolerance(case.args, case.dtype)
+    grad_tol = TF32_TOL if tf32 else GRAD_TOL[case.dtype]
     pairs = [(o, r, tol, f"out[{j}]" if len(outs) > 1 else "out") for j, (o, r) in enumerate(zip(outs, ref_outs))]
     if grads is not None:
         for i, g, rg in zip(spec.grad_args, grads, ref_grads):
@@ -115,7 +124,7 @@ def _check(spec: OpSpec, case: Case, outs, grads, ref_outs, ref_grads) -> A.Accu
             if g is None:
                 return A.Accuracy(passed=False, note=f"no gradient for argument {i}")
             scale = max(1.0, rg.abs().max().item()) if rg.numel() else 1.0
-            pairs.append((g, rg, (GRAD_TOL[case.dtype] * scale, GRAD_TOL[case.dtype]), f"grad of argument {i}"))
+            pairs.append((g, rg, (grad_tol * scale, grad_tol), f"grad of argument {i}"))
     return A.compare_all(pairs, case.dtype)
 
 

@@ -22,6 +22,12 @@ TOLERANCES = {
 # the largest reference gradient (at least 1) and a relative tolerance of GRAD_TOL[dtype].
 GRAD_TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
+# float32 products on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32): the inputs are rounded to a 10-bit
+# mantissa inside the product (fp32 accumulation), so O(1) GEMM outputs carry errors of a few 1e-3. Outputs and
+# gradients of the GEMM-based ops (matmul, linear, attention) are then compared with atol = rtol = TF32_TOL
+# (gradients: atol scaled by the largest reference gradient, as GRAD_TOL).
+TF32_TOL = 1e-2
+
 
 def assert_close(actual: Tensor, expected: Tensor, dtype: Optional[torch.dtype] = None, msg: str = "") -> None:
     """Compare in float64 with the tolerances of `dtype` (default: actual's dtype)."""
