@@ -8,10 +8,11 @@
 #include <cuda_runtime.h>
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
-// `sm90`: the shipped configuration (Sm90Prefill in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
-// -DVAR_OVERLAP=0|1 pick (defaults: the shipped one's key tile and stages, overlap on); -DVAR_WG=3: three consumer
-// warpgroups for D = 64 and 128.
-template <int D> using Sm90Cfg = typename Sm90Prefill<D>::type;
+// `sm90`: the shipped configuration for the case's mask (Sm90Prefill in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
+// -DVAR_OVERLAP=0|1 -DVAR_WG=2|3 (consumer warpgroups) pick for D = 64 and 128 (defaults: the shipped one's key tile
+// and stages, overlap on, two warpgroups).
+template <int D, bool kCausal> using Ship = typename Sm90Prefill<D, kCausal>::type;  // one per mask for D = 128
+template <int D> using Sm90Cfg = Ship<D, false>;  // the variants' defaults
 #ifndef VAR_BN
 #define VAR_BN Sm90Cfg<D>::kBlockN
 #endif
@@ -24,7 +25,9 @@ template <int D> using Sm90Cfg = typename Sm90Prefill<D>::type;
 #ifndef VAR_WG
 #define VAR_WG 2
 #endif
-template <int D> using VarCfg = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, (D == 256 ? 2 : VAR_WG)>;
+template <int D> struct Var { using type = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, VAR_WG>; };
+template <> struct Var<256> { using type = Sm90Cfg<256>; };  // the variants are for D = 64 and 128
+template <int D> using VarCfg = typename Var<D>::type;
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
 #define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
 
@@ -82,7 +85,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
     auto launch = [&]() {
       switch (which) {
         case 0: return launch_forward<bf16, Fa2>(a, 0);
-        case 1: return launch_forward_sm90<bf16, Sm90Cfg<D>>(a, 0);
+        case 1: return causal ? launch_forward_sm90<bf16, Ship<D, true>>(a, 0) : launch_forward_sm90<bf16, Ship<D, false>>(a, 0);
         default: return launch_forward_sm90<bf16, VarCfg<D>>(a, 0);
       }
     };
@@ -105,9 +108,9 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
     cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
     float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
     double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
-    const int bn = which == 0 ? Fa2::kBlockN : which == 1 ? Sm90Cfg<D>::kBlockN : VarCfg<D>::kBlockN;
-    const int stages = which == 0 ? 0 : which == 1 ? Sm90Cfg<D>::kStages : VarCfg<D>::kStages;
-    const int overlap = which == 0 ? 0 : which == 1 ? Sm90Cfg<D>::kOverlap : VarCfg<D>::kOverlap;
+    const int bn = which == 0 ? Fa2::kBlockN : which == 1 ? (causal ? Ship<D, true>::kBlockN : Ship<D, false>::kBlockN) : VarCfg<D>::kBlockN;
+    const int stages = which == 0 ? 0 : which == 1 ? (causal ? Ship<D, true>::kStages : Ship<D, false>::kStages) : VarCfg<D>::kStages;
+    const int overlap = which == 0 ? 0 : which == 1 ? (causal ? Ship<D, true>::kOverlap : Ship<D, false>::kOverlap) : VarCfg<D>::kOverlap;
     printf("%s BN%d stages%d overlap%d D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | %.4f ms %.1f TFLOP/s | maxerr %s%.2e bad %lld\n", names[which], bn, stages, overlap, D, B, Hq, Hk, Sq, Sk,
            (int)causal, ms, flops / ms / 1e9, check ? "" : "(unchecked) ", err, (long long)bad);
     if (which > 0) {

@@ -190,15 +190,17 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits. Configurations from a sweep with
-// attention_sm90_tune.cu (B4 H32 S2048-16384 on an H200, see benchmarks/results): 128-key tiles in three stages with
-// the two products overlapped for D = 64 and 128, D = 64 with three consumer warpgroups (192-row tiles: 9-19%
-// faster than two; 160 registers, 44 bytes of spills); D = 256: 64-key tiles in two stages (3 x 64 KB would not
-// fit), the products not overlapped (the overlap ran 2-7% slower there).
-template <int kD> struct Sm90Prefill;
-template <> struct Sm90Prefill<64> { using type = Sm90FwdConfig<64, 128, 3, true, 3>; };
-template <> struct Sm90Prefill<128> { using type = Sm90FwdConfig<128, 128, 3, true>; };
-template <> struct Sm90Prefill<256> { using type = Sm90FwdConfig<256, 64, 2, false>; };
+// The Hopper forward (attention_fwd_sm90.cuh): prefill without splits. Configurations from sweeps with
+// attention_sm90_tune.cu (B4 H32 S2048-16384 on an H200, see benchmarks/results). D = 128: without a mask,
+// 176-key tiles in two stages, the products not overlapped (2.5-6% faster than 128-key tiles from S = 2048 up,
+// level at 4096); causal, 128-key tiles in three stages with the overlap (176 was level). D = 64: 128-key tiles in
+// three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than two; 160 registers, 44
+// bytes of spills). D = 256: 64-key tiles in two stages (3 x 64 KB would not fit), no overlap (2-7% slower there).
+template <int kD, bool kCausal> struct Sm90Prefill;
+template <bool kCausal> struct Sm90Prefill<64, kCausal> { using type = Sm90FwdConfig<64, 128, 3, true, 3>; };
+template <> struct Sm90Prefill<128, false> { using type = Sm90FwdConfig<128, 176, 2, false>; };
+template <> struct Sm90Prefill<128, true> { using type = Sm90FwdConfig<128, 128, 3, true>; };
+template <bool kCausal> struct Sm90Prefill<256, kCausal> { using type = Sm90FwdConfig<256, 64, 2, false>; };
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
@@ -224,14 +226,17 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
 // sm_80-class kernel everywhere).
 bool sm90_forward_ready() {
   static std::atomic<signed char> state[sm90::kMaxReadyDevices] = {};
-  return sm90::kernel_ready(reinterpret_cast<const void*>(&flash_attention_fwd_sm90_kernel<bf16, Sm90Prefill<128>::type>),
+  return sm90::kernel_ready(reinterpret_cast<const void*>(&flash_attention_fwd_sm90_kernel<bf16, Sm90Prefill<128, true>::type>),
                             state);
 }
 
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
-  if (a.num_splits <= 1 && sm90_forward_ready()) return launch_forward_sm90<T, typename Sm90Prefill<kD>::type>(a, stream);
+  if (a.num_splits <= 1 && sm90_forward_ready()) {
+    return a.shape.causal ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
+                          : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
+  }
   return launch_forward<T, typename Prefill<kD>::type>(a, stream);
 }
 

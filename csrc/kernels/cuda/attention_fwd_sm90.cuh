@@ -61,7 +61,7 @@ struct Sm90FwdConfig {
   static constexpr int kOffK = kTileQ, kOffV = kOffK + kStages * kTileKV, kOffBar = kOffV + kStages * kTileKV;
   static constexpr int kSmem = kOffBar + 4 * kStages * 8 + 1024;  // + 1 KB: tiles start at a 1024-byte boundary
   static_assert(kD == 64 || kD == 128 || kD == 256, "wgmma n = head dim for P V: 64, 128 or 256");
-  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n = key tile for Q K^T: 64 or 128 here");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "wgmma n = key tile for Q K^T: 64, 128, 176");
   static_assert(128 % kChunks == 0, "the producer warpgroup copies whole rows per pass");
 };
 
