@@ -380,33 +380,34 @@ def test_cuda_native_kernels_run(dtype, head_dim):
     assert ran(names, NATIVE_BWD), f"no {NATIVE_BWD} kernel among {sorted(names)}"
 
 
-# On Hopper the prefill forward and the D = 64 / 128 backward run warpgroup-MMA kernels (*_sm90_kernel) when the
-# library holds sm_90a code; YIRAGE_CUDA_ATTENTION_WGMMA=0 (read once per process) turns them off. The sm_80-class
-# kernels that every other GPU runs are checked here in a process with the switch off: forward and gradients,
-# GQA, odd lengths, Sq != Sk, causal and not; and that none of our *_sm90_kernel kernels ran there (cuBLAS's own
-# kernels, which the float64 reference runs, have sm90 in their names too).
+# On Hopper the prefill forward and the backward run warpgroup-MMA kernels (*_sm90_kernel, *_sm90_d256_kernel)
+# when the library holds sm_90a code; YIRAGE_CUDA_ATTENTION_WGMMA=0 (read once per process) turns them off. The
+# sm_80-class kernels that every other GPU runs are checked here in a process with the switch off: forward and
+# gradients, each head dim, GQA, odd lengths, Sq != Sk, causal and not; and that none of our *_sm90 kernels ran
+# there (cuBLAS's own kernels, which the float64 reference runs, have sm90 in their names too).
 SM80_PROGRAM = """
 import sys, torch
 sys.path.insert(0, sys.argv[1])
 import test_attention_cuda as t
 names = set()
-for d in (64, 128):
+for d in (64, 128, 256):
     for causal in (False, True):
         q, k, v = t.make(2, 8, 2, 300, 1000, d, torch.bfloat16, seed=d, causal=causal)
         names |= t.kernels_run(lambda: t.check_forward(q, k, v, causal))
         names |= t.kernels_run(lambda: t.check_grads(q, k, v, causal))
 assert t.ran(names, t.NATIVE_FWD) and t.ran(names, t.NATIVE_BWD), sorted(names)
 ours = [n for n in names if "flash_attention" in n]
-assert not any("_sm90_kernel" in n for n in ours), sorted(ours)
+assert not any("_sm90" in n for n in ours), sorted(ours)
 print("ok")
 """
 
 
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_cuda_hopper_kernels_run(head_dim):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the warpgroup-MMA kernels run on compute capability 9.0 only")
-    q, k, v = leaves(*make(2, 8, 2, 256, 256, head_dim, torch.bfloat16, seed=18))
+    # long enough that the forward takes no key splits (the split kernels are the sm_80-class ones)
+    q, k, v = leaves(*make(2, 16, 4, 1024, 1024, head_dim, torch.bfloat16, seed=18))
     holder = {}
     names = kernels_run(lambda: holder.setdefault("out", OPS.attention(q, k, v, True, None)))
     if not ran(names, "fwd_sm90") and ran(names, NATIVE_FWD):

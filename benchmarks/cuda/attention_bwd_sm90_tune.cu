@@ -1,8 +1,9 @@
 // Harness of the Hopper attention backward (not part of the library): the library's forward and backward entry
 // points built into one binary (for sm_90a); on the same random bf16 inputs the backward runs with the mma.sync
-// dK/dV kernel (attention_bwd_kernel.cuh, the wide tile) and with the wgmma one (attention_bwd_sm90.cuh); their
-// grad_q / grad_k / grad_v are compared element by element (max difference over max magnitude, and elements off by
-// more than 1% of the max magnitude: `bad`), then both are timed (median of `iters` calls).
+// dK/dV kernel (attention_bwd_kernel.cuh, the wide tile) and with the wgmma one (attention_bwd_sm90.cuh, or
+// attention_bwd_sm90_d256.cuh for D = 256); their grad_q / grad_k / grad_v are compared element by element (max
+// difference over max magnitude, and elements off by more than 1% of the max magnitude: `bad`), then both are
+// timed (median of `iters` calls).
 // Build (on a GPU machine): nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a
 //   -I../../csrc/kernels/cuda attention_bwd_sm90_tune.cu -o attention_bwd_sm90_tune
 // Usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters
@@ -99,5 +100,6 @@ int main(int argc, char** argv) {
   if (argc < 9) { printf("usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters\n"); return 2; }
   const int D = atoi(argv[1]), B = atoi(argv[2]), Hq = atoi(argv[3]), Hk = atoi(argv[4]), Sq = atoi(argv[5]), Sk = atoi(argv[6]);
   const bool causal = atoi(argv[7]); const int iters = atoi(argv[8]);
-  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters) : run<128>(B, Hq, Hk, Sq, Sk, causal, iters);
+  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters)
+                 : D == 128 ? run<128>(B, Hq, Hk, Sq, Sk, causal, iters) : run<256>(B, Hq, Hk, Sq, Sk, causal, iters);
 }

@@ -1,7 +1,8 @@
 // Flash attention backward on CUDA tensor cores (FlashAttention-2's algorithm; fp16 / bf16, head dims 64,
-// 128 and 256, sm_80 or newer; mma.sync m16n8k16 with fp32 accumulation). Three kernels (on Hopper, for D = 64
-// and 128, kernel 2 is flash_attention_bwd_sm90_kernel instead: the same algorithm on warpgroup MMAs,
-// attention_bwd_sm90.cuh; 1.32-1.36x faster at B4 H32 S4096 on an H100):
+// 128 and 256, sm_80 or newer; mma.sync m16n8k16 with fp32 accumulation). Three kernels (on Hopper kernel 2 runs
+// on warpgroup MMAs instead, the same algorithm: flash_attention_bwd_sm90_kernel for D = 64 and 128,
+// attention_bwd_sm90.cuh, 1.32-1.36x faster at B4 H32 S4096 on an H100; flash_attention_bwd_sm90_d256_kernel for
+// D = 256, attention_bwd_sm90_d256.cuh, 1.30x faster at B4 H16 S4096 on an H200):
 //
 // 1. flash_attention_bwd_preprocess_kernel: one warp per query row: delta = rowsum(grad_out * out) in fp32
 //    (16-byte vector loads), and the row of the fp32 dq_accum workspace zeroed.
@@ -71,6 +72,7 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
 
 #include "attention_bwd_kernel.cuh"
 #include "attention_bwd_sm90.cuh"
+#include "attention_bwd_sm90_d256.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -135,14 +137,26 @@ struct DkdvKernel {
     flash_attention_bwd_dkdv_kernel<T, kD, Cfg><<<dim3(blocks), kThreads, kSmem, stream>>>(a);
   }
 };
-template <typename T, int kD, typename Cfg>
-struct DkdvKernel<T, kD, Cfg, true> {
+template <typename T, int kD>
+struct Sm90DkdvKernel {  // kD = 64, 128
   using C = Sm90BwdConfig<kD>;
-  static constexpr int kBlockM = C::kBlockM, kBlockN = C::kBlockN, kThreads = C::kThreads, kSmem = C::kSmem;
   static const void* kernel() { return reinterpret_cast<const void*>(&flash_attention_bwd_sm90_kernel<T, C>); }
   static void launch(unsigned blocks, const BwdArgs& a, cudaStream_t stream) {
-    flash_attention_bwd_sm90_kernel<T, C><<<dim3(blocks), kThreads, kSmem, stream>>>(a);
+    flash_attention_bwd_sm90_kernel<T, C><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a);
   }
+};
+template <typename T>
+struct Sm90DkdvKernel<T, 256> {
+  using C = Sm90BwdD256Config;
+  static const void* kernel() { return reinterpret_cast<const void*>(&flash_attention_bwd_sm90_d256_kernel<T>); }
+  static void launch(unsigned blocks, const BwdArgs& a, cudaStream_t stream) {
+    flash_attention_bwd_sm90_d256_kernel<T><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a);
+  }
+};
+template <typename T, int kD, typename Cfg>
+struct DkdvKernel<T, kD, Cfg, true> : Sm90DkdvKernel<T, kD> {
+  using C = typename Sm90DkdvKernel<T, kD>::C;
+  static constexpr int kBlockM = C::kBlockM, kBlockN = C::kBlockN, kThreads = C::kThreads, kSmem = C::kSmem;
 };
 
 template <typename T, int kD, typename Cfg = typename BwdConfig<kD>::type, bool kSm90 = false>
@@ -197,15 +211,13 @@ bool sm90_backward_ready() {
   return sm90::kernel_ready(DkdvKernel<bf16, 128, BwdConfig<128>::wide, true>::kernel(), state);
 }
 
-// On Hopper (D = 64, 128) the wgmma kernel; else the wide tile where the device lets a block use its shared
+// On Hopper the wgmma kernel; else the wide tile where the device lets a block use its shared
 // memory, the narrow one otherwise.
 template <typename T, int kD>
 cudaError_t bwd_launch_fit(const AttentionBackward& p, int max_smem, cudaStream_t stream) {
   using Wide = typename BwdConfig<kD>::wide;
-  if constexpr (kD == 64 || kD == 128) {
-    if (max_smem >= DkdvKernel<T, kD, Wide, true>::kSmem && sm90_backward_ready()) {
-      return bwd_launch<T, kD, Wide, true>(p, stream);
-    }
+  if (max_smem >= DkdvKernel<T, kD, Wide, true>::kSmem && sm90_backward_ready()) {
+    return bwd_launch<T, kD, Wide, true>(p, stream);
   }
   if (max_smem >= BwdTraits<kD, Wide>::kSmem) return bwd_launch<T, kD, Wide>(p, stream);
   return bwd_launch<T, kD>(p, stream);

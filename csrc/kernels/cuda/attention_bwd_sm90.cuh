@@ -18,8 +18,8 @@
 //                                        for), added into dq_accum two floats at a time
 // dQ: with kBlockM = 128 (kD = 64) warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
 // (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
-// Limits: kD = 256 would need 256 accumulator registers per thread for dK and dV alone; it keeps the mma.sync
-// kernel.
+// kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
+// their columns between the warpgroups instead.
 #pragma once
 
 #include "compat.cuh"
