@@ -2,24 +2,31 @@
 // only): fp16/bf16, head dims 64 and 128. Included by attention_bwd.cu, which runs it instead of
 // flash_attention_bwd_dkdv_kernel (attention_bwd_kernel.cuh) on compute capability 9.0 when its sm_90a code was
 // built: the same arguments (BwdArgs), the same walk over the query tiles (BwdQueryWalk, with this kernel's
-// shared-memory layout), the same results (grad_k, grad_v; dQ added into dq_accum with fp32 atomics).
+// shared-memory layout), the same results (grad_k, grad_v; dQ added into dq_accum, here by bulk reductions).
 //
 // One block of two warpgroups per (128 keys, key/value head, batch); warpgroup w owns keys 64w..64w+63 and keeps
 // their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
 // tiles of kBlockM rows: two stages of Q, dO (wgmma_sm90.cuh's 128-byte swizzled layout) and of the rows' lse,
 // delta and last visible key, copied with cp.async. Per tile:
-//   B1: the tile has landed; every warpgroup is done with the previous one  -> copies of the next tile start
+//   B1: the tile has landed; every warpgroup is done with the previous one  -> copies of the next tile start;
+//       the previous tile's dQ, staged in shared memory, goes to dq_accum: one bulk reduction per row (the copy
+//       engine adds its kD floats atomically)
 //   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; waited for)
 //   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden; dS^T = P^T (dP^T - delta)
 //   dV_w += P^T dO, dK_w += dS^T Q      (wgmma, A from registers, B MN-major; not waited for)
 //   dS^T (rounded to T) to shared memory
 //   B2: both warpgroups' dS^T are there
 //   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major; waited
-//                                        for), added into dq_accum two floats at a time
+//                                        for), staged in shared memory (two buffers, alternate tiles)
 // dQ: with kBlockM = 128 (kD = 64) warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
 // (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
 // their columns between the warpgroups instead.
+// The bulk reductions in place of each thread's fp32 atomics (backward harness, H200, bf16 B4 H32 S4096): kD = 128
+// 369 -> 393 TFLOP/s, causal 328 -> 341; kD = 64 327 -> 333, causal 283 -> 286. dQ's accumulation is still what
+// bounds the kernel: without it (timing only) kD = 128 ran at 580, kD = 64 at 491. Halving its traffic instead, by
+// summing the dQ parts of two adjacent key blocks (a cluster of two blocks, through distributed shared memory)
+// before the atomics, was slower (369 -> 344): a cluster barrier per tile.
 #pragma once
 
 #include "compat.cuh"
@@ -49,12 +56,18 @@ struct Sm90BwdConfig {
   static constexpr int kRow = kBlockM * 4;
   static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
                        kOffLse = kOffDS + kDS, kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
-  static constexpr int kSmem = kOffLim + 2 * kRow + 1024;
+  // dQ parts, staged for the bulk reductions: two buffers of kBlockM rows of kD floats, rows 16 bytes apart more
+  // than their length (the float2 stores of a warp's eight rows then fall in different banks).
+  static constexpr int kDqRow = kD * 4 + 16, kDqBuf = kBlockM * kDqRow;
+  static constexpr int kOffDq = kOffLim + 2 * kRow;
+  static constexpr int kSmem = kOffDq + 2 * kDqBuf + 1024;
   static constexpr bool kDqByRows = kBlockM == 128;  // dQ split between the warpgroups by rows, else by columns
   static_assert(kD == 64 || kD == 128, "wgmma n = head dim for dK / dV: 64 or 128 here");
   static_assert(kBlockM == 64 || kBlockM == 128, "wgmma n = query tile for S^T / dP^T: 64 or 128");
   static_assert(BwdTraits<kD, Walk>::kThreads == kThreads, "the walk copies with every thread");
   static_assert(kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles start at 1024-byte boundaries");
+  static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kSmem <= 232448, "bulk copies: 16-byte aligned rows");
+  static_assert(kThreads >= kBlockM, "a thread per dQ row issues its reduction");
 };
 
 template <typename T, typename Cfg>
@@ -105,11 +118,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   int stage = 0;
   const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;  // this warpgroup's 64 rows of each panel
   const float scale_log2 = a.scale_log2;
+  // dQ of a tile: staged in shared memory (buffer dq_buf), added into dq_accum by bulk reductions issued after the
+  // next B1, one per row by thread `row`; dq_prev: the first row of the tile staged last (-1: none yet).
+  int dq_buf = 0;
+  int64_t dq_prev = -1;
+  auto reduce_staged = [&]() {  // after a barrier that follows the staging stores (and their proxy fence)
+    if (tid < kBlockM) {
+      const int64_t r = dq_prev + tid;
+      if (dq_prev >= 0 && r < rows) {
+        bulk_reduce_add_f32(p.dq_accum + (row_base + r) * kD, base + Cfg::kOffDq + (dq_buf ^ 1) * Cfg::kDqBuf +
+                            tid * Cfg::kDqRow, kD * 4);
+      }
+      bulk_commit();  // a group on every tile, empty or not, so that wait_read<1> below means "two tiles ago"
+    }
+  };
   while (!walk.done()) {
     const int64_t m0 = static_cast<int64_t>(walk.m) * kBlockM;
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();  // B1
+    reduce_staged();
     walk.step();
     walk.next();
     if (!walk.done()) load(stage ^ 1);
@@ -207,6 +235,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       }
     }
     fence_proxy_async();
+    if (tid < kBlockM) bulk_wait_read<1>();  // the reduction of two tiles ago has read buffer dq_buf
     __syncthreads();  // B2
 
     // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
@@ -229,20 +258,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 
     const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
     const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
+    float* const staged = reinterpret_cast<float*>(base_ptr + Cfg::kOffDq + dq_buf * Cfg::kDqBuf);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t r = m0 + q_row + 8 * h;
-      if (r < rows) {
-        float* dst = p.dq_accum + (row_base + r) * kD + q_col;
+      float* const row = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(staged) +
+                                                  (q_row + 8 * h) * Cfg::kDqRow) + q_col;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]));
-        }
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<float2*>(row + 8 * j) = make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
       }
     }
+    dq_prev = m0;
+    dq_buf ^= 1;
     stage ^= 1;
   }
   cp_async_wait<0>();  // no copy left in flight at exit (when no query tile was visible)
+  fence_proxy_async();
+  __syncthreads();
+  reduce_staged();  // the last tile's dQ
+  if (tid < kBlockM) bulk_wait<0>();
 
   // grad_k = scale * dK, grad_v = dV: (B, Hk, Sk, D) contiguous, rows past Sk not written.
   const float scale = p.shape.scale;

@@ -1,6 +1,7 @@
-// Hopper (sm_90a) synchronization for warp-specialized kernels: shared-memory barriers (mbarrier, including the
-// arrival of a thread's cp.async copies), named barriers, and setmaxnreg. Used by the sm_90a attention forward
-// (attention_fwd_sm90.cuh); included by wgmma_sm90.cuh.
+// Hopper (sm_90a) synchronization and asynchronous memory operations: shared-memory barriers (mbarrier, including
+// the arrival of a thread's cp.async copies), named barriers, setmaxnreg, and bulk reductions into global memory.
+// Used by the sm_90a attention forward (attention_fwd_sm90.cuh) and backward (attention_bwd_sm90.cuh); included by
+// wgmma_sm90.cuh.
 //
 // CUDA only, and only in a device pass for sm_90a: elsewhere the mbarrier and setmaxnreg functions compile to
 // nothing (the kernels using them trap there; see wgmma_sm90.cuh).
@@ -68,6 +69,35 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Bulk reductions by the copy engine (TMA): dst[i] += src[i] for `bytes` / 4 floats, dst in global memory, src in
+// this block's shared memory (both 16-byte aligned, bytes a multiple of 16), each element added atomically. The
+// thread that issues them closes a group (commit), then waits until at most N of its groups still read their
+// source (wait_read: the shared memory may be rewritten) or are not yet complete (wait).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 }  // namespace yirage::kernels::cuda::sm90
