@@ -41,8 +41,8 @@
 // Shared tiles are swizzled (SwizzledTile: 16-byte chunk c of row r at c ^ (r % 8)), so every ldmatrix and
 // every 16-byte cp.async of a warp touches eight different bank groups.
 //
-// Limits: dQ is accumulated with fp32 atomicAdd from every key block of a key/value head, so grad_q is not
-// bitwise deterministic (the order of the additions varies from run to run; its last bits may differ).
+// Limits: dQ is accumulated with fp32 atomic adds from every key block of a key/value head (atomicAdd; on Hopper
+// for D = 64 and 128, the copy engine's bulk reductions), so grad_q is not bitwise deterministic (the order of the additions varies from run to run; its last bits may differ).
 // grad_k and grad_v are deterministic. Sequence lengths below 2^31. The dK/dV epilogue stores 4-byte pairs
 // straight from the MMA fragments (not staged through shared memory).
 #include "compat.cuh"

@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
   const int64_t n_base = blk.n_base, row_base = blk.row_base;
   blk.load_kv<T, kD, kBlockN, Cfg::kThreads, PanelTile<kBlockN>>(p, sK, sV);
 
-    BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
+  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
   auto load = [&](int s) {
     walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
               s_delta + s * kBlockM, s_lim + s * kBlockM);
