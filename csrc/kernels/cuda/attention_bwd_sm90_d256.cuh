@@ -57,11 +57,12 @@ struct Sm90BwdD256Config {
   // The walk's view of the tile (BwdTraits): 256 threads, lse and delta by cp.async.
   using Walk = BwdTile<kBlockN, kBlockM, 2, 16, 1, true>;
   // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, P^T, dS^T (kBlockN
-  // rows of kBlockM queries, T), dP^T - delta (fp32, fragment order), two stages of lse / delta / key limits.
+  // rows of kBlockM queries, T), the hand-over of half products (fp32, fragment order: two halves of kBlockN x
+  // kBlockM / 2), two stages of lse / delta / key limits.
   static constexpr int kKV = kBlockN * kD * 2, kQ = kBlockM * kD * 2, kPT = kBlockN * kBlockM * 2;
-  static constexpr int kDP = kBlockN * kBlockM * 4, kRow = kBlockM * 4;
+  static constexpr int kX = kBlockN * kBlockM * 4, kRow = kBlockM * 4;
   static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffP = kOffDO + 2 * kQ,
-                       kOffDS = kOffP + kPT, kOffDP = kOffDS + kPT, kOffLse = kOffDP + kDP,
+                       kOffDS = kOffP + kPT, kOffX = kOffDS + kPT, kOffLse = kOffX + kX,
                        kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
   static constexpr int kSmem = kOffLim + 2 * kRow + 1024;
   static_assert(kSmem <= 232448, "a block's opt-in shared memory on sm_90");
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
   // [(warp * kNT + 2 (nt - lo) + h) * 32 + lane]): dP^T - delta of tiles 0..3 (from warpgroup 1), then S^T of
   // tiles 4..7 (from warpgroup 0).
   constexpr int kHalf = 4 * kNT * 32;  // float2 per half
-  float2* const s_x = reinterpret_cast<float2*>(base_ptr + Cfg::kOffDP) + warp_in_wg * kNT * 32 + lane;
+  float2* const s_x = reinterpret_cast<float2*>(base_ptr + Cfg::kOffX) + warp_in_wg * kNT * 32 + lane;
 
   const BwdBlock blk(a, kBlockN);
   const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
