@@ -90,6 +90,36 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
   }
 }
 
+// Loads of data every block reads again (a norm's weight and bias, read once per row) under an L2 evict_last
+// policy, so that the streamed rows do not push them out of L2 (torch.compile's kernels ask the same for such
+// loads): 1-4% faster norm forwards on an H200 (benchmarks/results/cuda-norm-param-evict-h200-2026-11-26.md).
+// CUDA sm_80+: createpolicy once per thread (l2_keep_policy), then ld.global with L1 and L2 evict_last hints, as a
+// non-volatile asm without a memory clobber (the data must not be written by the kernel); older GPUs and HIP: a
+// plain load.
+__device__ __forceinline__ uint64_t l2_keep_policy() {
+  uint64_t pol = 0;
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec_keep(const T* p, uint64_t pol) {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) * N == 16) {
+    uint32_t w[4];
+    asm("ld.global.L1::evict_last.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+        : "l"(p), "l"(pol));
+    Vec<T, N> v;
+    __builtin_memcpy(&v, w, 16);
+    return v;
+  }
+#endif
+  (void)pol;
+  return load_vec<T, N>(p);
+}
+
 // The V elements of a vector in the accumulation type. bf16 pairs by bit operations on their 32-bit word (the low
 // element shifted up, the high one masked: two instructions a pair, where the conversions took three).
 template <typename T, int V>

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
   const T* w = static_cast<const T*>(p.weight);
   const T* bias = static_cast<const T*>(p.bias);
   const A inv_n = A(1) / A(p.cols);
+  const uint64_t keep = l2_keep_policy();  // weight and bias, read again by every row
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
@@ -116,20 +117,20 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
         for (int e = 0; e < V; ++e) o[e] = fmaf(o[e] - base, rstd, shift);
         if constexpr (kAffine) {
           A wf[V], bf[V];
-          unpack(load_vec<T, V>(w + j * V), wf);
-          unpack(load_vec<T, V>(bias + j * V), bf);
+          unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
+          unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
 #pragma unroll
           for (int e = 0; e < V; ++e) o[e] = fmaf(o[e], wf[e], bf[e]);
         } else {
           if (w) {
             A wf[V];
-            unpack(load_vec<T, V>(w + j * V), wf);
+            unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
 #pragma unroll
             for (int e = 0; e < V; ++e) o[e] *= wf[e];
           }
           if (bias) {
             A bf[V];
-            unpack(load_vec<T, V>(bias + j * V), bf);
+            unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
 #pragma unroll
             for (int e = 0; e < V; ++e) o[e] += bf[e];
           }

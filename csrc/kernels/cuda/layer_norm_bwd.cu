@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
     for (int e = 0; e < V; ++e) { dw[k][e] = A(0); db[k][e] = A(0); }
   }
   const A inv_n = A(1) / A(p.cols);
+  const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
   // queues this thread's copies of group g's row into `slot`; returns the row's x[0] (0 past the end), the
   // base of the shifted sums, loaded now and used stages - 1 rows later
   auto issue = [&](int64_t g, int slot) -> A {
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         const int64_t j = int64_t(k) * tpr + lane;
         if (live && j < nvec) {
           Vec<T, V> b;
-          if (w) b = load_vec<T, V>(w + j * V);
+          if (w) b = load_vec_keep<T, V>(w + j * V, keep);
           add_moments(s, xv(k), gv(k), b, w != nullptr, b0);
         }
       }
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
       if (live && j < nvec) {
         const Vec<T, V> a = xv(k), gg = gv(k);
         Vec<T, V> b;
-        if (w) b = load_vec<T, V>(w + j * V);
+        if (w) b = load_vec_keep<T, V>(w + j * V, keep);
         Vec<T, V> o;
 #pragma unroll
         for (int e = 0; e < V; ++e) {

@@ -50,6 +50,7 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
   const A inv_n = A(1) / A(p.cols);
+  const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
@@ -98,7 +99,7 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
         unpack(h[k], f);
         if (w) {
           A wf[V];
-          unpack(load_vec<T, V>(w + j * V), wf);
+          unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
 #pragma unroll
           for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(f[e] * rstd * wf[e]);
         } else {
