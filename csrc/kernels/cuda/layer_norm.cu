@@ -207,7 +207,8 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
   const bool vec = p.cols % V == 0 && p.x_stride % V == 0 && aligned(p.x, 16) && aligned(p.out, 16) &&
                    (p.weight == nullptr || aligned(p.weight, 16)) && (p.bias == nullptr || aligned(p.bias, 16));
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true) : RowPlan{};
+    const RowPlan rp =
+        vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true, norm::kFwdBlockThreads) : RowPlan{};
     if (rp.regs) {
       using Kernel = void (*)(LayerNormForward, int);
       const bool affine = p.weight != nullptr && p.bias != nullptr;

@@ -181,7 +181,7 @@ struct RowPlan {
   bool regs = false;  // false: one block per row, looping over global memory
   int nv = 0;         // vectors per thread (1, 2, 4 or 8)
   int tpr = 0;        // threads per row (<= 512: a power of two up to a warp, else whole warps)
-  int block = 0;      // threads per block (tpr, or as many rows of tpr as fit 256 threads)
+  int block = 0;      // threads per block (tpr, or as many rows of tpr as fit `block_threads`)
 };
 
 // Rows up to 512 * max_nv vectors (max_nv 8: 32K bf16/f16 elements, 16K fp32) stay in registers; each
@@ -189,9 +189,11 @@ struct RowPlan {
 // `target`: the vectors per thread aimed at (fewer for kernels with more registers per element).
 // `whole_warps`: a row of more than a warp's worth gets the fewest whole warps that hold it at `target` vectors
 // each, not the next power of two of threads (kernels whose row groups reduce with group_sum and vote with
-// group_any, which take any number of warps per row; a block then holds one row, or as many as fit 256 threads).
+// group_any, which take any number of warps per row; a block then holds one row, or as many as fit block_threads).
 // 5120 bf16 columns: 160 threads x 4 vectors, where a power of two (256 x 4) leaves 3/8 of the slots idle.
-inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whole_warps = false) {
+// `block_threads`: rows of fewer threads share blocks of this many (the forwards: kFwdBlockThreads).
+inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whole_warps = false,
+                         int block_threads = 256) {
   RowPlan r;
   if (nvec <= 0 || nvec > int64_t(512) * max_nv) return r;
   const int64_t want = (nvec + target - 1) / target;
@@ -201,10 +203,17 @@ inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whol
   const int64_t need = (nvec + tpr - 1) / tpr;
   r.nv = need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : 8;
   r.tpr = tpr;
-  r.block = tpr >= 256 ? tpr : tpr * (256 / tpr);
+  r.block = tpr >= block_threads ? tpr : tpr * (block_threads / tpr);
   r.regs = true;
   return r;
 }
+
+// Block size the norm forwards' row groups fill (plan_rows' block_threads): one row per block from 64 threads per
+// row up, two rows of 32. Against 256 (eight rows of a warp, two of 128 threads) it ran level or faster at every
+// shape measured on an H200, kernel alone: layer_norm bf16 8192x2048 24.0 -> 22.7 us, 16384x4096 75.2 -> 73.2,
+// fp32 65536x1024 133.7 -> 131.0; rms_norm fp32 65536x1024 134.3 -> 130.9, fused bf16 65536x1024 135.4 -> 132.7
+// (benchmarks/results/cuda-norm-param-evict-h200-2026-11-26.md). The backwards keep 256.
+constexpr int kFwdBlockThreads = 64;
 
 // Threads per block of the long-row (global memory) path for `units` accesses per row.
 inline int general_block(int64_t units) {

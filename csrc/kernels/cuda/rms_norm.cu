@@ -3,12 +3,12 @@
 // Register path (fp32 / fp16 / bf16, rows of 16-byte-aligned vectors, up to 512 * 8 vectors = 32K bf16
 // or 16K fp32 elements): a row is held by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
 // beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
-// norm_common.cuh): 1024 fp32 -> a warp per row,
-// eight rows per 256-thread block; 4096 fp32 -> 256 threads per row. The plain forward (fwd_target below) aims
-// at 4 vectors per thread, a block per row group. The fused forward aims at 2 vectors per thread and
-// does not keep the row in registers: it writes h = x + residual, reduces, then reads h back (from L2) for the
-// output, at 32 registers (rms_fwd_reread), on rows of up to 2 vectors per thread; longer ones keep the row
-// in registers at 4 vectors per thread, on a persistent grid for fp16 / bf16.
+// norm_common.cuh): 1024 fp32 -> a warp per row, two rows per 64-thread block (kFwdBlockThreads); 4096 fp32 ->
+// 256 threads per row. The plain forward (fwd_target below) aims at 4 vectors per thread, a block per row group.
+// The fused forward aims at 2 vectors per thread and does not keep the row in registers: it writes
+// h = x + residual, reduces, then reads h back (from L2) for the output, at 32 registers (rms_fwd_reread), on
+// rows of up to 2 vectors per thread; longer ones keep the row in registers at 4 vectors per thread, on a
+// persistent grid for fp16 / bf16.
 // x is read once and y written once (fused: x and residual read, y and h written). Reductions: xor
 // shuffles within the warp, shared memory across the warps of a row (group_sum).
 // Why (H200, bf16, kernel alone in Nsight Compute; benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md):
@@ -195,7 +195,9 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   const bool vec = fwd_vec_ok<T>(p);
   if constexpr (!std::is_same_v<T, double>) {
     using Kernel = void (*)(RmsNormForward, int);
-    RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<kRes>(), /*whole_warps=*/true) : RowPlan{};
+    RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<kRes>(), /*whole_warps=*/true,
+                                       norm::kFwdBlockThreads)
+                     : RowPlan{};
     if (kRes && rp.regs && rp.nv <= 2) {
       // the fused forward re-reading h: a block per row group (a persistent grid measured 2-5% slower, H200)
       const int rpb = rp.block / rp.tpr;
@@ -205,7 +207,7 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
     }
-    if (kRes && rp.regs) rp = norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true);
+    if (kRes && rp.regs) rp = norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true, norm::kFwdBlockThreads);
     if (rp.regs) {
       const Kernel kernel = rp.nv == 1   ? Kernel(rms_fwd_regs<T, 1, kRes>)
                             : rp.nv == 2 ? Kernel(rms_fwd_regs<T, 2, kRes>)
