@@ -92,7 +92,8 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 
 // Loads of data every block reads again (a norm's weight and bias, read once per row) under an L2 evict_last
 // policy, so that the streamed rows do not push them out of L2 (torch.compile's kernels ask the same for such
-// loads): 1-4% faster norm forwards on an H200 (benchmarks/results/cuda-norm-param-evict-h200-2026-11-26.md).
+// loads): norm forwards level to 7% faster, kernel alone on an H200
+// (benchmarks/results/cuda-norm-param-evict-h200-2026-11-26.md).
 // CUDA sm_80+: createpolicy once per thread (l2_keep_policy), then ld.global with L1 and L2 evict_last hints, as a
 // non-volatile asm without a memory clobber (the data must not be written by the kernel); older GPUs and HIP: a
 // plain load.
