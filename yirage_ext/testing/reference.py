@@ -82,9 +82,12 @@ def log_softmax_ref(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def _gelu64(x: Tensor, approximate: str) -> Tensor:
+    # x/2 (1 + erf(x / sqrt 2)) as x/2 erfc(-x / sqrt 2), and x/2 (1 + tanh(u)) as x sigmoid(2u): the same functions,
+    # but 1 + erf and 1 + tanh cancel on the lower tail (relative error about 1e-16 / Phi(x) in float64: 2% at
+    # x = -8, all digits from about -8.3 down), where these keep their relative accuracy
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        return x * torch.sigmoid(2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3)))
+    return 0.5 * x * torch.erfc(-x / math.sqrt(2.0))
 
 
 def _halves(x: Tensor) -> Tuple[Tensor, Tensor]:
