@@ -5,20 +5,20 @@
 // norm_common.cuh; forward up to 512 * 8 vectors, about 4 per thread: 1024 bf16 -> a warp per row, 4096 bf16 ->
 // 128 threads per row, 5120 bf16 -> 160).
 // x is read once, y written once. All of a row's loads are issued first; then one reduction of the sums of
-// d = x - x[0] and d^2 gives the mean and the variance (shifted sums: a common offset cancels exactly). When
-// x[0] lies far from the mean (more than 4 standard deviations) those sums lose digits, and the block takes
-// them again from the registers around that first estimate of the mean (one more reduction). H100, bf16
+// x and x^2 gives the mean and the variance. When the mean lies far from 0 (more than 4 standard deviations)
+// those sums lose digits, and the block takes them again from the registers around that first estimate of the
+// mean (one more reduction; a common offset then cancels exactly). Until 2026-11-26 the sums were shifted by
+// x[0] in every row (d = x - x[0]), which cost a subtraction per element twice. H100, bf16
 // 16384x4096, kernel alone: 75% of the copy bandwidth with two reductions and an fp32 copy of the row, 91%
 // with one (benchmarks/results/cuda-rowops-h100-2026-11-23.md). Reductions: xor shuffles in the warp, shared
 // memory across warps (group_sum). A persistent grid (as many blocks as fit the GPU at once, each looping
 // over rows; now only up to 16 row groups per SM, kPersistentMax), rstd by rsqrtf and 32-bit column indices:
 // the kernel was issue-bound on an H200 (61 M warp instructions at bf16 16384x4096, Liger's 42 M); 47 M after,
-// 82.6 -> 75.0 us
-// (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md). Per element of the output then: x - x[0],
-// a multiply-add by rstd, and one multiply-add of weight and bias (a kernel for the case with both), the bf16
-// elements unpacked by bit operations (`unpack`, common.cuh): the kernel ran 682 warp instructions a row at bf16
-// 65536x1024 where torch.compile's ran 390, and the harness time fell 2.5-7.5% (bf16 4096x8192 44.6 -> 42.2 us,
-// 2048x16384 47.1 -> 43.8; cuda-norm-bwd-h200-2026-11-26.md).
+// 82.6 -> 75.0 us (benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md). Per element of the output
+// then: x - x[0] (gone since), a multiply-add by rstd, and one multiply-add of weight and bias (a kernel for the
+// case with both), the bf16 elements unpacked by bit operations (`unpack`, common.cuh): the kernel ran 682 warp
+// instructions a row at bf16 65536x1024 where torch.compile's ran 390, and the harness time fell 2.5-7.5% (bf16
+// 4096x8192 44.6 -> 42.2 us, 2048x16384 47.1 -> 43.8; cuda-norm-bwd-h200-2026-11-26.md).
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
 // per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read; the same sums
 // around that first estimate of the mean in one more read when x[0] lies far from it, as above), pass 2
@@ -68,8 +68,10 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       const int j = k * tpr + lane;
       if (live && j < nvec) xv[k] = load_vec<T, V>(x + j * V);
     }
-    // the mean of d = x - base and the variance from the sums of d and d^2 (one reduction over the registers)
-    auto moments = [&](A base, A& off, A& var) {
+    // the mean of d = x - base and the variance from the sums of d and d^2 (one reduction over the registers);
+    // kShift false: base = 0, d = x
+    auto moments = [&](auto shift_tag, A base, A& off, A& var) {
+      constexpr bool kShift = decltype(shift_tag)::value;
       A s[2] = {A(0), A(0)};
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
           unpack(xv[k], f);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            const A d = f[e] - base;
+            const A d = kShift ? f[e] - base : f[e];
             s[0] += d;
             s[1] += d * d;
           }
@@ -89,57 +91,69 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
     };
-    // x - mean is formed as (x - base) - off with base = x[0]: a large common offset cancels exactly in x - base
-    // (the mean rounded to fp32 would lose the digits below the offset's ulp)
-    A base = live ? to_acc(x[0]) : A(0), off, var;
-    moments(base, off, var);
-    // mean(d^2) - off^2 loses about log2(1 + off^2 / var) bits, and the sums of d the digits of x below x[0]'s
-    // ulp: when x[0] lies more than 4 standard deviations from the mean (or the difference rounded to <= 0 with
-    // off != 0) the block takes the sums again around this first estimate of the mean, within a small fraction
-    // of a standard deviation of it. group_any keeps the branch uniform over the warp, or the block when a row
-    // spans warps (the reduction has full-warp shuffles, and barriers across warps).
-    if (norm::group_any(off * off > A(16) * var, tpr)) {
-      base += off;
-      moments(base, off, var);
+    // First the plain sums of x and x^2. mean(x^2) - mean^2 loses about log2(1 + mean^2 / var) bits: when the
+    // mean lies more than 4 standard deviations from 0 (or the difference rounded to <= 0 with a mean != 0), the
+    // block takes the sums again around this first estimate of the mean (base), within a small fraction of a
+    // standard deviation of it; x - base is then exact (a large common offset cancels), and x - mean is formed as
+    // (x - base) - off. group_any keeps the branch uniform over the warp, or the block when a row spans warps (the
+    // reduction has full-warp shuffles, and barriers across warps). Against shifting every row by its x[0] (the
+    // long-row path below still does), this saves a subtraction per element in the sums and in the output, and
+    // the load of x[0]: H200, kernel alone, 44.1 -> 40.4 M warp instructions at bf16 65536x1024, bf16 1-2.5% faster
+    // (71.9 -> 70.5 us; 4096x8192 40.8 -> 39.8), fp32 level to 2% (cuda-layer-norm-plain-sums-h200-2026-11-26.md).
+    A base = A(0), off, var;
+    moments(std::false_type{}, base, off, var);
+    const bool shifted = norm::group_any(off * off > A(16) * var, tpr);
+    if (shifted) {
+      base = off;
+      moments(std::true_type{}, base, off, var);
     }
     const A rstd = rsqrtf((var > A(0) ? var : A(0)) + A(p.eps));
-    // ((x - base) - off) * rstd as one multiply-add of x - base: |off| is at most 4 standard deviations here, so
-    // the shift is at most 4 in magnitude and nothing cancels that the two roundings kept
+    // ((x - base) - off) * rstd as one multiply-add of x - base (of x when not shifted): |off| is at most 4
+    // standard deviations here, so the shift is at most 4 in magnitude and nothing cancels that the two roundings
+    // kept
     const A shift = -off * rstd;
     T* y = static_cast<T*>(p.out) + rr * p.cols;
+    auto write = [&](auto shift_tag) {
+      constexpr bool kShift = decltype(shift_tag)::value;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int j = k * tpr + lane;
-      if (live && j < nvec) {
-        A o[V];
-        unpack(xv[k], o);
+      for (int k = 0; k < NV; ++k) {
+        const int j = k * tpr + lane;
+        if (live && j < nvec) {
+          A o[V];
+          unpack(xv[k], o);
 #pragma unroll
-        for (int e = 0; e < V; ++e) o[e] = fmaf(o[e] - base, rstd, shift);
-        if constexpr (kAffine) {
-          A wf[V], bf[V];
-          unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
-          unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
-#pragma unroll
-          for (int e = 0; e < V; ++e) o[e] = fmaf(o[e], wf[e], bf[e]);
-        } else {
-          if (w) {
-            A wf[V];
+          for (int e = 0; e < V; ++e) o[e] = fmaf(kShift ? o[e] - base : o[e], rstd, shift);
+          if constexpr (kAffine) {
+            A wf[V], bf[V];
             unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
-#pragma unroll
-            for (int e = 0; e < V; ++e) o[e] *= wf[e];
-          }
-          if (bias) {
-            A bf[V];
             unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
 #pragma unroll
-            for (int e = 0; e < V; ++e) o[e] += bf[e];
-          }
-        }
-        Vec<T, V> ov;
+            for (int e = 0; e < V; ++e) o[e] = fmaf(o[e], wf[e], bf[e]);
+          } else {
+            if (w) {
+              A wf[V];
+              unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
 #pragma unroll
-        for (int e = 0; e < V; ++e) ov.v[e] = from_acc<T>(o[e]);
-        store_vec<T, V>(y + j * V, ov);
+              for (int e = 0; e < V; ++e) o[e] *= wf[e];
+            }
+            if (bias) {
+              A bf[V];
+              unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
+#pragma unroll
+              for (int e = 0; e < V; ++e) o[e] += bf[e];
+            }
+          }
+          Vec<T, V> ov;
+#pragma unroll
+          for (int e = 0; e < V; ++e) ov.v[e] = from_acc<T>(o[e]);
+          store_vec<T, V>(y + j * V, ov);
+        }
       }
+    };
+    if (shifted) {
+      write(std::true_type{});
+    } else {
+      write(std::false_type{});
     }
   }
 }

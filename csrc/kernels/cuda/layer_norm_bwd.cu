@@ -4,9 +4,12 @@
 // Register path up to 512 * 4 vectors: fp16 / bf16 rows of 128+ vectors at 4 vectors per thread, staged
 // through shared memory with cp.async (norm::RowStager; the row does not fit in registers beside the two
 // gradient accumulators), shorter ones at 2 vectors per thread and fp32 rows in registers. One reduction of
-// four shifted sums (d = x - x[0]: sum d, sum d^2, sum g*w, sum g*w*d; taken again around their estimate of
-// the mean when x[0] lies more than 4 standard deviations from it, as the forward) gives the mean, the
+// four sums (sum x, sum x^2, sum g*w, sum g*w*x; taken again around their estimate of the mean, d = x - mean
+// estimate, when the mean lies more than 4 standard deviations from 0, as the forward) gives the mean, the
 // variance, mean(g*w) and mean(g*w*(x-mean)); then dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)).
+// (Shifting every row by its x[0], as until 2026-11-26, cost a subtraction per element in the sums and two in xhat:
+// without it the kernel ran 1.5-3% faster for bf16 and level to 4.5% for fp32 on an H200, kernel alone; bf16
+// 16384x4096 144.3 -> 139.8 us; cuda-layer-norm-plain-sums-h200-2026-11-26.md.)
 // The weight and bias gradients (sum of g*xhat, sum of g) are accumulated per thread in registers across the
 // rows of a persistent grid (SMs x resident blocks), merged per block in shared memory into one fp32 row each
 // of a workspace, and reduced column-wise by a second kernel (deterministic, no atomics; both gradients in one
@@ -30,16 +33,16 @@ using norm::group_sum;
 using norm::RowPlan;
 using norm::write_partial;
 
-// Adds one vector's terms to the shifted sums of the backward, with d = x - base: sum d, sum d^2, sum g*w,
+// Adds one vector's terms to the sums of the backward, with d = x - base (kShift) or x: sum d, sum d^2, sum g*w,
 // sum g*w*d (w: the weight's vector when has_w). Elements are converted one at a time (elem): bf16 by a shift or a
 // mask, which took the bf16 4-vector kernel from 24 bytes of spills to none and 157.2 -> 146.7 us at 16384x4096
 // (H200); unpacking whole vectors first spilled more and ran slower (cuda-norm-bwd-h200-2026-11-26.md).
-template <typename A, typename T, int V>
+template <bool kShift, typename A, typename T, int V>
 __device__ __forceinline__ void add_moments(A (&s)[4], const Vec<T, V>& x, const Vec<T, V>& g, const Vec<T, V>& w,
                                             bool has_w, A base) {
 #pragma unroll
   for (int e = 0; e < V; ++e) {
-    const A d = elem(x, e) - base;
+    const A d = kShift ? elem(x, e) - base : elem(x, e);
     const A gw = has_w ? elem(g, e) * elem(w, e) : elem(g, e);
     s[0] += d;
     s[1] += d * d;
@@ -85,20 +88,17 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   }
   const A inv_n = A(1) / A(p.cols);
   const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
-  // queues this thread's copies of group g's row into `slot`; returns the row's x[0] (0 past the end), the
-  // base of the shifted sums, loaded now and used stages - 1 rows later
-  auto issue = [&](int64_t g, int slot) -> A {
+  // queues this thread's copies of group g's row into `slot`
+  auto issue = [&](int64_t g, int slot) {
     const int64_t row = g * rpb + sub;
     const bool live = g < groups && row < p.rows;
     const int64_t rr = live ? row : 0;
-    const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
-    st.issue(slot, x, static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
-    return live ? to_acc(x[0]) : A(0);
+    st.issue(slot, static_cast<const T*>(p.x) + rr * p.x_stride,
+             static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
   };
-  A ahead[2] = {A(0), A(0)};  // x[0] of the rows queued ahead (stages - 1 <= 2 of them), oldest first
   if constexpr (kStaged) {
-    if (stages > 1) ahead[0] = issue(blockIdx.x, 0);
-    if (stages > 2) ahead[1] = issue(blockIdx.x + int64_t(gridDim.x), 1);
+    if (stages > 1) issue(blockIdx.x, 0);
+    if (stages > 2) issue(blockIdx.x + int64_t(gridDim.x), 1);
   }
   int slot = 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
@@ -106,28 +106,20 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
     Vec<T, V> xr[kStaged ? 1 : NV], gr[kStaged ? 1 : NV];  // the row, when not staged
-    A base;
     if constexpr (kStaged) {
       // the copies of the row stages - 1 groups ahead go out before this one is waited for
-      const A next = issue(g + int64_t(stages - 1) * gridDim.x, slot > 0 ? slot - 1 : stages - 1);
-      if (stages == 1) {
-        base = next;
-      } else {
-        base = ahead[0];
-        ahead[0] = stages == 2 ? next : ahead[1];
-        ahead[1] = next;
-      }
+      issue(g + int64_t(stages - 1) * gridDim.x, slot > 0 ? slot - 1 : stages - 1);
       st.wait();
     } else {
-      const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
-      norm::load_row(xr, gr, x, static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
-      base = live ? to_acc(x[0]) : A(0);
+      norm::load_row(xr, gr, static_cast<const T*>(p.x) + rr * p.x_stride,
+                     static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
     }
     auto xv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 0); else return xr[k]; };
     auto gv = [&](int k) { if constexpr (kStaged) return st.get(slot, k, 1); else return gr[k]; };
-    // with d = x - base: mean(d), the variance, mean(g*w) and mean(g*w*(x - mean)) from one reduction (shifted
-    // sums, as the forward)
-    auto moments = [&](A b0, A& off, A& var, A& mean_gw, A& mean_gwc) {
+    // with d = x - base (kShift) or x: mean(d), the variance, mean(g*w) and mean(g*w*(x - mean)) from one
+    // reduction (as the forward: plain sums, taken again around their first estimate of the mean when it lies more
+    // than 4 standard deviations from 0)
+    auto moments = [&](auto shift_tag, A b0, A& off, A& var, A& mean_gw, A& mean_gwc) {
       A s[4] = {A(0), A(0), A(0), A(0)};  // sum d, sum d^2, sum g*w, sum g*w*d
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
@@ -135,7 +127,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         if (live && j < nvec) {
           Vec<T, V> b;
           if (w) b = load_vec_keep<T, V>(w + j * V, keep);
-          add_moments(s, xv(k), gv(k), b, w != nullptr, b0);
+          add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, w != nullptr, b0);
         }
       }
       group_sum<4>(s, tpr, sub, smem);
@@ -144,37 +136,47 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
       mean_gw = s[2] * inv_n;
       mean_gwc = s[3] * inv_n - off * mean_gw;
     };
-    A off, var, mean_gw, mean_gwc;
-    moments(base, off, var, mean_gw, mean_gwc);
-    // x[0] far from the mean (as the forward): the sums again around their first estimate of the mean;
-    // group_any keeps the branch uniform where the reduction needs it
-    if (norm::group_any(off * off > A(16) * var, tpr)) {
-      base += off;
-      moments(base, off, var, mean_gw, mean_gwc);
+    A base = A(0), off, var, mean_gw, mean_gwc;
+    moments(std::false_type{}, base, off, var, mean_gw, mean_gwc);
+    // the mean far from 0 (as the forward): the sums again around their first estimate of the mean; group_any
+    // keeps the branch uniform where the reduction needs it
+    const bool shifted = norm::group_any(off * off > A(16) * var, tpr);
+    if (shifted) {
+      base = off;
+      moments(std::true_type{}, base, off, var, mean_gw, mean_gwc);
     }
     var = var > A(0) ? var : A(0);
     const A rstd = rsqrtf(var + A(p.eps));
+    const A shift = -off * rstd;         // xhat = (x - base) * rstd + shift, |shift| <= 4 (as the forward)
     const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
+    auto write = [&](auto shift_tag) {
+      constexpr bool kShift = decltype(shift_tag)::value;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
-      if (live && j < nvec) {
-        const Vec<T, V> a = xv(k), gg = gv(k);
-        Vec<T, V> b;
-        if (w) b = load_vec_keep<T, V>(w + j * V, keep);
-        Vec<T, V> o;
+      for (int k = 0; k < NV; ++k) {
+        const int64_t j = int64_t(k) * tpr + lane;
+        if (live && j < nvec) {
+          const Vec<T, V> a = xv(k), gg = gv(k);
+          Vec<T, V> b;
+          if (w) b = load_vec_keep<T, V>(w + j * V, keep);
+          Vec<T, V> o;
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const A gf = elem(gg, e);
-          const A xhat = ((elem(a, e) - base) - off) * rstd;
-          const A gw = w ? gf * elem(b, e) : gf;
-          o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
-          dw[k][e] += gf * xhat;
-          db[k][e] += gf;
+          for (int e = 0; e < V; ++e) {
+            const A gf = elem(gg, e);
+            const A xhat = fmaf(kShift ? elem(a, e) - base : elem(a, e), rstd, shift);
+            const A gw = w ? gf * elem(b, e) : gf;
+            o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
+            dw[k][e] += gf * xhat;
+            db[k][e] += gf;
+          }
+          store_vec<T, V>(dx + j * V, o);
         }
-        store_vec<T, V>(dx + j * V, o);
       }
+    };
+    if (shifted) {
+      write(std::true_type{});
+    } else {
+      write(std::false_type{});
     }
     if constexpr (kStaged) slot = slot + 1 < stages ? slot + 1 : 0;
   }
@@ -222,7 +224,7 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
       for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
         Vec<T, V> b;
         if (w) b = load_vec<T, V>(w + i * V);
-        add_moments(s, load_vec<T, V>(x + i * V), load_vec<T, V>(go + i * V), b, w != nullptr, base);
+        add_moments<true>(s, load_vec<T, V>(x + i * V), load_vec<T, V>(go + i * V), b, w != nullptr, base);
       }
       block_sum_k<4>(s, smem);
       off = s[0] * inv_n;
