@@ -96,7 +96,11 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 // (benchmarks/results/cuda-norm-param-evict-h200-2026-11-26.md).
 // CUDA sm_80+: createpolicy once per thread (l2_keep_policy), then ld.global with L1 and L2 evict_last hints, as a
 // non-volatile asm without a memory clobber (the data must not be written by the kernel); older GPUs and HIP: a
-// plain load.
+// plain load. Caution: counted free of side effects, the asm may be hoisted above a test that guards it, such as
+// `if (weight)`, and then read through a null weight. A layer_norm backward variant tried on 2026-11-26 (2 vectors
+// per thread, staged) did exactly that, caught by the GPU tests with no weight; the shipped kernels do not (their
+// tests with no weight pass under compute-sanitizer). Making the asm volatile prevents it but cost the staged
+// layer_norm backward 2-5% (cuda-layer-norm-plain-sums-h200-2026-11-26.md).
 __device__ __forceinline__ uint64_t l2_keep_policy() {
   uint64_t pol = 0;
 #if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -149,15 +149,12 @@ inline int smem_optin() { return device_attribute(cudaDevAttrMaxSharedMemoryPerB
 
 // Row slots of the backward register paths' staging (tuning builds may set 1 .. 3); fewer when they do not
 // fit the device's shared memory. rms_norm: 2, the next row in flight during this one (bf16 4096x8192 on an
-// H100: 69 -> 79% of the copy bandwidth; 3 slots: 77%). layer_norm: 2 as well since its sums lost the x[0]
-// shift (H200, bf16, kernel alone: 16384x4096 140.2 -> 134.8 us, 4096x8192 82.5 -> 78.1, 4096x5120 56.6 -> 52.5,
-// 65536x1024 128.8 -> 129.8; cuda-layer-norm-plain-sums-h200-2026-11-26.md); with the shift, 2 slots had measured
-// 1-3% slower than 1 on an H100.
+// H100: 69 -> 79% of the copy bandwidth; 3 slots: 77%). layer_norm: 1 (2 slots measured 1-3% slower).
 #ifndef YIRAGE_NORM_BWD_STAGES
 #define YIRAGE_NORM_BWD_STAGES 2
 #endif
 #ifndef YIRAGE_NORM_BWD_STAGES_LN
-#define YIRAGE_NORM_BWD_STAGES_LN 2
+#define YIRAGE_NORM_BWD_STAGES_LN 1
 #endif
 
 // The column sums of the weight / bias gradients' partial rows: out_g[c] = sum over r of part[(g * parts + r) * cols
