@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
+#include "tune_common.cuh"
 #include "kernels/cuda/activation.cu"
 using namespace yirage::kernels::cuda;
 using yirage::kernels::DType; using yirage::kernels::Activation;
@@ -20,14 +21,6 @@ using yirage::kernels::DType; using yirage::kernels::Activation;
 #endif
 using T = HT;
 constexpr DType kDt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, f16> ? DType::f16 : DType::bf16;
-#define CK(...)                                                          \
-  do {                                                                   \
-    cudaError_t e_ = (__VA_ARGS__);                                      \
-    if (e_ != cudaSuccess) {                                             \
-      printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
 __global__ void fill(T* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -63,17 +56,7 @@ int main(int argc, char** argv) {
   ActivationForward p; p.x = x; p.x_stride = gated ? 2 * cols : cols; p.out = y; p.rows = rows; p.cols = cols;
   p.act = silu ? Activation::silu : Activation::gelu; p.gated = gated; p.dtype = kDt;
   auto run = [&] { CK(activation_forward(p, 0)); };
-  cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-  auto time = [&](auto f) {
-    std::vector<float> t;
-    for (int i = 0; i < 5; ++i) f();
-    for (int i = 0; i < iters; ++i) {
-      CK(cudaMemsetAsync(flush, i, 256 << 20));
-      CK(cudaEventRecord(e0)); f(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
-      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000.f);
-    }
-    std::sort(t.begin(), t.end()); return t[t.size() / 2];
-  };
+  auto time = [&](auto f) { return median_us(f, iters, flush); };
   CK(cudaMemset(y, 0xff, ny * sizeof(T))); run(); CK(cudaDeviceSynchronize());
   CK(cudaMemset(err, 0, 4)); ref<<<1024, 256>>>(x, y, rows, cols, gated, silu, err);
   float herr; CK(cudaMemcpy(&herr, err, 4, cudaMemcpyDeviceToHost));

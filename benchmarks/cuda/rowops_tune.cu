@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
+#include "tune_common.cuh"
 #if defined(OP_RMS_BWD)
 #include "../../csrc/kernels/cuda/rms_norm_bwd.cu"
 #elif defined(OP_LN_BWD)
@@ -38,7 +39,6 @@ using yirage::kernels::DType;
 using T = HT;
 // the element type's DType (-DHT=float, f16 or bf16)
 constexpr DType kDt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, f16> ? DType::f16 : DType::bf16;
-#define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
 
 __global__ void fill(T* p, int64_t n, uint32_t seed, float amp) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -184,17 +184,7 @@ int main(int argc, char** argv) {
     CK(layer_norm_forward(p, 0));
 #endif
   };
-  cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-  auto time = [&](auto f) {
-    std::vector<float> t;
-    for (int i = 0; i < 5; ++i) f();
-    for (int i = 0; i < iters; ++i) {
-      CK(cudaMemsetAsync(flush, i, 256 << 20));
-      CK(cudaEventRecord(e0)); f(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
-      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000.f);
-    }
-    std::sort(t.begin(), t.end()); return t[t.size() / 2];
-  };
+  auto time = [&](auto f) { return median_us(f, iters, flush); };
   CK(cudaMemset(y, 0xff, n * sizeof(T)));
   run(); CK(cudaDeviceSynchronize());
   CK(cudaMemset(err, 0, 4));
