@@ -1,9 +1,10 @@
 // LayerNorm backward on CUDA (the forward, and the register and long-row paths it shares with the
 // backward: layer_norm.cu).
 //
-// Register path up to 512 * 4 vectors: fp16 / bf16 rows of 128+ vectors at 4 vectors per thread, staged
-// through shared memory with cp.async (norm::RowStager; the row does not fit in registers beside the two
-// gradient accumulators), shorter ones at 2 vectors per thread and fp32 rows in registers. One reduction of
+// Register path up to 512 * 4 vectors: fp16 / bf16 rows of 128+ vectors staged through shared memory with cp.async
+// (norm::RowStager; the row does not fit in registers beside the two gradient accumulators), bf16 at 2 or 4 vectors
+// per thread in 1 or 2 row slots by the device's bandwidth per SM (the plan: below), fp16 at 4 in 1; shorter rows at
+// 2 vectors per thread and fp32 rows in registers. One reduction of
 // four sums (sum x, sum x^2, sum g*w, sum g*w*x; taken again around their estimate of the mean, d = x - mean
 // estimate, when the mean lies more than 4 standard deviations from 0, as the forward) gives the mean, the
 // variance, mean(g*w) and mean(g*w*(x-mean)); then dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)).
@@ -52,23 +53,45 @@ __device__ __forceinline__ void add_moments(A (&s)[4], const Vec<T, V>& x, const
 }
 
 // ---------------------------------------------------------------- backward, register path
-// Whether the register path stages its rows: fp16 / bf16 with 4 vectors per thread. bf16 on an H100, kernel
-// alone: 65 -> 76% of the copy bandwidth at 16384x4096, 68 -> 83% at 65536x1024, 51 -> 70% at 4096x8192 (a
-// quarter of the threads per row, which only fits with the row out of registers); rows below 128 vectors
-// keep 2 vectors per thread in registers (staged: 5-7% slower there).
+// The register path's plan for bf16 rows of 128+ vectors, staged through shared memory: 2 vectors per thread in
+// 2 row slots (the next row's copies in flight during this one; "two": twice the threads per row of 4 vectors, half
+// the gradient accumulators), or 4 vectors per thread in 1 or 2 slots. The choice is by the device's DRAM bandwidth
+// per SM (norm::dram_gbs_per_sm; 30 GB/s: between an H100's 25 and an H200's 36), which sets the bytes a kernel must
+// keep in flight:
+// - under 30: 2 vectors; 4 (1 slot) only where 2 do not fit the 512-thread block (rows over 1024 vectors);
+// - 30 and over: 2 vectors unless that holds fewer threads per SM than 4 (rows of 5120: 320 threads a row at 128
+//   registers, one block per SM); 4 vectors in 2 slots.
+// Kernel alone, bf16, us, the plan before (4 vectors, 1 slot) -> this one (cuda-layer-norm-bwd-plan-2026-11-26.md):
+// - H100: 16384x4096 161.7 -> 152.3, 65536x1024 164.7 -> 153.7, 4096x8192 93.7 -> 85.5, 4096x5120 64.0 -> 62.5,
+//   8192x2048 57.6 -> 50.5 (4 vectors in 2 slots: 1-11% slower than in 1 at every shape);
+// - H200: 16384x4096 139.9 -> 127.0, 4096x8192 82.3 -> 76.4, 8192x2048 51.3 -> 43.1, 2048x16384 92.3 -> 81.6,
+//   4096x5120 56.4 -> 52.3 (2 vectors: 59.1), 65536x1024 128.7 -> 128.1.
+// fp16 keeps 4 vectors in 1 slot: its elements convert one at a time (bf16's shift / mask unpack does not apply),
+// and neither change held for it at every shape (H200, 65536x1024: 125.8 us -> 130.8 with 2 slots, 136.5 with 2
+// vectors; H100, 16384x4096: 160.9 -> 162.7 with 2 vectors).
+// Staging at all: bf16 on an H100: 65 -> 76% of the copy bandwidth at 16384x4096, 68 -> 83% at 65536x1024,
+// 51 -> 70% at 4096x8192. Rows below 128 vectors keep 2 vectors per thread in registers (staged: 5-7% slower).
+// Tuning builds: YIRAGE_NORM_BWD_LN_TWO_VEC -1 (the rule above), 0 never, 1 always (fp16 too);
+// YIRAGE_NORM_BWD_STAGES_LN > 0 sets the slots of both plans.
+#ifndef YIRAGE_NORM_BWD_LN_TWO_VEC
+#define YIRAGE_NORM_BWD_LN_TWO_VEC -1
+#endif
+constexpr double kLnBwdHighGbsPerSm = 30.0;
+
+// Whether the kernel for nv vectors per thread stages its rows (two: the 2-vector plan above).
 template <typename T>
-constexpr bool ln_bwd_staged(int nv) {
-  return norm::kStageRows<T> && nv == 4;
+constexpr bool ln_bwd_staged(int nv, bool two) {
+  return norm::kStageRows<T> && (nv == 4 || (two && nv == 2));
 }
 
-// fp16 / bf16 rows of 4 vectors per thread (rows of 128+ vectors) go through shared memory (norm::RowStager,
+// Staged rows (kTwo, or 4 vectors per thread; fp16 / bf16) go through shared memory (norm::RowStager,
 // `stages` >= 1 slots) and each phase reads them there again; other rows are loaded into registers
 // (stages = 0). Only the gradient accumulators live in registers across rows.
-template <typename T, int NV>
+template <typename T, int NV, bool kTwo = false>
 __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr, int stages) {
   using A = float;
   constexpr int V = kVec<T>;
-  constexpr bool kStaged = ln_bwd_staged<T>(NV);
+  constexpr bool kStaged = ln_bwd_staged<T>(NV, kTwo);
   // the row slots, then cols floats to merge the partials when a block holds several rows
   extern __shared__ __align__(16) unsigned char ln_bwd_dyn[];
   const norm::RowStager<T, NV> st{reinterpret_cast<Vec<T, V>*>(ln_bwd_dyn), stages};
@@ -79,6 +102,9 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   const int64_t nvec = p.cols / V;
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
+  // the weight's loads read here, a valid row of cols elements, when there is no weight: the compiler may hoist
+  // load_vec_keep's asm above its `if (w)` (seen in a 2-vector staged build: an illegal address with no weight)
+  const T* wl = w != nullptr ? w : static_cast<const T*>(p.x);
   const bool want_dw = p.grad_weight != nullptr, want_db = p.grad_bias != nullptr;
   A dw[NV][V], db[NV][V];
 #pragma unroll
@@ -126,7 +152,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         const int64_t j = int64_t(k) * tpr + lane;
         if (live && j < nvec) {
           Vec<T, V> b;
-          if (w) b = load_vec_keep<T, V>(w + j * V, keep);
+          if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
           add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, w != nullptr, b0);
         }
       }
@@ -158,7 +184,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         if (live && j < nvec) {
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b;
-          if (w) b = load_vec_keep<T, V>(w + j * V, keep);
+          if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
           Vec<T, V> o;
 #pragma unroll
           for (int e = 0; e < V; ++e) {
@@ -302,37 +328,67 @@ __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
 
 using BwdRegsKernel = void (*)(LayerNormBackward, int, int);
 
+// The register kernel for nv vectors per thread (two: the staged 2-vector plan).
 template <typename T>
-BwdRegsKernel bwd_regs_kernel(int nv) {
+BwdRegsKernel bwd_regs_kernel(int nv, bool two) {
   if constexpr (std::is_same_v<T, double>) {
     return nullptr;
   } else {
     switch (nv) {
       case 1: return ln_bwd_regs<T, 1>;
-      case 2: return ln_bwd_regs<T, 2>;
+      case 2:
+        if constexpr (std::is_same_v<T, bf16> || (norm::kStageRows<T> && YIRAGE_NORM_BWD_LN_TWO_VEC == 1)) {
+          if (two) return ln_bwd_regs<T, 2, true>;
+        }
+        return ln_bwd_regs<T, 2>;
       default: return ln_bwd_regs<T, 4>;
     }
   }
 }
 
+// The same plan for the workspace query and the launch (same device, same parameters); *two: whether it is the
+// staged 2-vector one.
 template <typename T>
-norm::BwdPlan bwd_plan(const LayerNormBackward& p) {
+norm::BwdPlan bwd_plan(const LayerNormBackward& p, bool* two) {
   constexpr int V = kVec<T>;
   const bool vec = p.cols % V == 0 && p.x_stride % V == 0 && p.grad_out_stride % V == 0 && aligned(p.x, 16) &&
                    aligned(p.grad_out, 16) && aligned(p.grad_x, 16) && (p.weight == nullptr || aligned(p.weight, 16));
   const bool params = p.grad_weight != nullptr || p.grad_bias != nullptr;
-  const int target = sizeof(T) == 2 && p.cols / V < 128 ? 2 : 4;
-  return norm::plan_bwd<T>(p.rows, p.cols, vec, params, target, bwd_regs_kernel<T>, ln_bwd_staged<T>,
-                           YIRAGE_NORM_BWD_STAGES_LN, ln_bwd_general<T, V>, ln_bwd_general<T, 1>);
+  constexpr bool kPlanned = std::is_same_v<T, bf16>;  // fp16: 4 vectors, 1 slot (above)
+  const bool high = kPlanned && norm::dram_gbs_per_sm() >= kLnBwdHighGbsPerSm;
+  auto plan = [&](bool t) {
+    const int target = sizeof(T) == 2 && (p.cols / V < 128 || t) ? 2 : 4;
+    const int slots = YIRAGE_NORM_BWD_STAGES_LN > 0 ? YIRAGE_NORM_BWD_STAGES_LN : t || high ? 2 : 1;
+    return norm::plan_bwd<T>(
+        p.rows, p.cols, vec, params, target, [t](int nv) { return bwd_regs_kernel<T>(nv, t); },
+        [t](int nv) { return ln_bwd_staged<T>(nv, t); }, slots, ln_bwd_general<T, V>, ln_bwd_general<T, 1>);
+  };
+  *two = false;
+  if (!norm::kStageRows<T> || (!kPlanned && YIRAGE_NORM_BWD_LN_TWO_VEC != 1) || !vec || p.cols / V < 128 ||
+      YIRAGE_NORM_BWD_LN_TWO_VEC == 0) {
+    return plan(false);
+  }
+  const norm::BwdPlan b = plan(true);
+  if (!b.rp.regs || b.rp.nv != 2) return plan(false);
+  if (YIRAGE_NORM_BWD_LN_TWO_VEC == 1 || !high) {
+    *two = true;
+    return b;
+  }
+  const norm::BwdPlan four = plan(false);
+  *two = !four.rp.regs || b.resident * b.block >= four.resident * four.block;
+  return *two ? b : four;
 }
 
 template <typename T>
 cudaError_t bwd_launch(const LayerNormBackward& p, cudaStream_t stream) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  const norm::BwdPlan b = bwd_plan<T>(p);
+  bool two = false;
+  const norm::BwdPlan b = bwd_plan<T>(p, &two);
   if ((p.grad_weight || p.grad_bias) && p.workspace == nullptr) return cudaErrorInvalidValue;
-  cudaError_t e = norm::launch_bwd(b, p, bwd_regs_kernel<T>, ln_bwd_general<T, V>, ln_bwd_general<T, 1>, stream);
+  cudaError_t e = norm::launch_bwd(
+      b, p, [two](int nv) { return bwd_regs_kernel<T>(nv, two); }, ln_bwd_general<T, V>, ln_bwd_general<T, 1>,
+      stream);
   const A* ws = static_cast<const A*>(p.workspace);
   T* dw = static_cast<T*>(p.grad_weight);
   T* db = static_cast<T*>(p.grad_bias);
@@ -348,7 +404,8 @@ int64_t layer_norm_backward_workspace(const LayerNormBackward& p) {
   if (p.rows <= 0 || p.cols <= 0 || (p.grad_weight == nullptr && p.grad_bias == nullptr)) return 0;
   int64_t n = 0;
   auto get = [&]() -> cudaError_t {
-    YIRAGE_CUDA_DISPATCH(p.dtype, T, n = 2 * bwd_plan<T>(p).grid * p.cols);
+    bool two = false;
+    YIRAGE_CUDA_DISPATCH(p.dtype, T, n = 2 * bwd_plan<T>(p, &two).grid * p.cols);
     return cudaSuccess;
   };
   (void)get();

@@ -149,13 +149,23 @@ inline int smem_optin() { return device_attribute(cudaDevAttrMaxSharedMemoryPerB
 
 // Row slots of the backward register paths' staging (tuning builds may set 1 .. 3); fewer when they do not
 // fit the device's shared memory. rms_norm: 2, the next row in flight during this one (bf16 4096x8192 on an
-// H100: 69 -> 79% of the copy bandwidth; 3 slots: 77%). layer_norm: 1 (2 slots measured 1-3% slower).
+// H100: 69 -> 79% of the copy bandwidth; 3 slots: 77%; on an H200 1 and 3 slots were 1-16% slower than 2 at seven
+// shapes, cuda-layer-norm-bwd-plan-2026-11-26.md). layer_norm: 0, its plan's choice (layer_norm_bwd.cu).
 #ifndef YIRAGE_NORM_BWD_STAGES
 #define YIRAGE_NORM_BWD_STAGES 2
 #endif
 #ifndef YIRAGE_NORM_BWD_STAGES_LN
-#define YIRAGE_NORM_BWD_STAGES_LN 1
+#define YIRAGE_NORM_BWD_STAGES_LN 0
 #endif
+
+// The current device's peak DRAM bandwidth per SM in GB/s (memory clock x 2 transfers x bus width / SMs; an H100
+// SXM: 3352 GB/s over 132 SMs, 25.4; an H200: 4814 over 132, 36.5), 0 if the device does not say. A latency-bound
+// kernel needs bytes in flight per SM in proportion to it.
+inline double dram_gbs_per_sm() {
+  const int khz = device_attribute(cudaDevAttrMemoryClockRate, -4, 0);
+  const int bits = device_attribute(cudaDevAttrGlobalMemoryBusWidth, -5, 0);
+  return 2.0 * double(khz) * 1e3 * double(bits / 8) / 1e9 / double(sm_count());
+}
 
 // The column sums of the weight / bias gradients' partial rows: out_g[c] = sum over r of part[(g * parts + r) * cols
 // + c] for the gradients g = blockIdx.y (1 or 2, their partial rows one block after the other). Y slices of a

@@ -46,6 +46,7 @@ struct BwdPlan {
   int block = 0;
   size_t smem = 0;
   int64_t grid = 0;
+  int resident = 0;  // blocks per SM
 };
 
 // The plan of a norm backward over `rows` rows of `cols` elements of T. The op supplies: `vec`, whether its operands
@@ -72,14 +73,15 @@ inline BwdPlan plan_bwd(int64_t rows, int64_t cols, bool vec, bool params, int t
       b.rp.regs = b.stages > 0;  // not even one row slot fits shared memory: the long-row path
     }
     const int64_t groups = (rows + rpb - 1) / rpb;
-    const int64_t cap = sms * blocks_per_sm(kernel, b.block, b.smem);
+    b.resident = blocks_per_sm(kernel, b.block, b.smem);
+    const int64_t cap = sms * b.resident;
     b.grid = groups < cap ? groups : cap;
   }
   if (!b.rp.regs) {
     b.smem = 0;
     b.block = general_block(b.vec ? cols / V : cols);
-    const int occ = b.vec ? blocks_per_sm(general_vec, b.block, 0) : blocks_per_sm(general_1, b.block, 0);
-    const int64_t cap = sms * occ;
+    b.resident = b.vec ? blocks_per_sm(general_vec, b.block, 0) : blocks_per_sm(general_1, b.block, 0);
+    const int64_t cap = sms * b.resident;
     b.grid = rows < cap ? rows : cap;
   }
   return b;
