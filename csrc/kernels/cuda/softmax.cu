@@ -11,7 +11,8 @@
 //  - register, block level: one row per block of up to 512 threads with 2 vectors each (4 or 8 for rows
 //    too long for that: up to 4096 vectors, 16K fp32, 32K bf16/fp16), the same two reductions over the
 //    block (shared memory). Few vectors and registers per thread keep the SM full (softmax_common.cuh).
-//    fp16 / bf16 take exp from the hardware exp2 (row_exp; 9% faster than expf for bf16 log_softmax).
+//    fp16 / bf16 take exp from the hardware exp2 (row_exp; 9% faster than expf for bf16 log_softmax) and the
+//    row's log from the hardware log2 where that is accurate enough (row_log).
 //  - global (any longer row, and every fp64 row): one row per block of 1024 threads; pass 1 keeps an
 //    online (max, sum) per thread over the row (one read), the block merges them, pass 2 re-reads the row
 //    (from L2) and writes. Two reads, one write.
@@ -44,6 +45,7 @@ using softmax::kSoftmaxRegisters;
 using softmax::kMaxN;
 using softmax::kWarpMaxN;
 using softmax::row_exp;
+using softmax::row_log;
 using softmax::RowPlan;
 using softmax::softmax_row_plan;
 using softmax::softmax_row_blocks;
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxFo
   }
   s = BLOCK ? block_sum(s, smem) : group_sum(s, L);
   if (!live) return;
-  const A f = LOG ? sm_log(s) : A(1) / s;
+  const A f = LOG ? row_log<T>(s) : A(1) / s;
   T* y = static_cast<T*>(p.out) + row * p.dim;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
