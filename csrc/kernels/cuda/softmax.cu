@@ -88,26 +88,32 @@ __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxFo
     const int64_t i = lane + int64_t(k) * L;
     if (live && i < nvec) r[k] = load_vec<T, V>(x + i * V);
   }
+  // the row in the accumulation type, converted once (it was converted again in each pass: bf16 on an H200, kernel
+  // alone, log_softmax 65536x1024 72.6 -> 69.1 us, softmax 69.7 -> 68.3; fp16 up to 4% faster, fp32 level;
+  // cuda-log-softmax-log-h200-2026-11-26.md); softmax then keeps exp(x - max) there for the output
+  A xf[N][V];
   A mx = neg_inf<A>();
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + int64_t(k) * L;
     if (live && i < nvec) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) mx = max(mx, to_acc(r[k].v[j]));
+      for (int j = 0; j < V; ++j) {
+        xf[k][j] = to_acc(r[k].v[j]);
+        mx = max(mx, xf[k][j]);
+      }
     }
   }
   mx = BLOCK ? block_max(mx, smem) : group_max(mx, L);
   A s = 0;
-  A e[LOG ? 1 : N][V];  // softmax: exp(x - max) kept for the output (computed once)
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + int64_t(k) * L;
     if (live && i < nvec) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const A t = row_exp<T>(to_acc(r[k].v[j]) - mx);
-        if constexpr (!LOG) e[k][j] = t;
+        const A t = row_exp<T>(xf[k][j] - mx);
+        if constexpr (!LOG) xf[k][j] = t;
         s += t;
       }
     }
@@ -124,9 +130,9 @@ __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxFo
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         if constexpr (LOG) {
-          o.v[j] = from_acc<T>(to_acc(r[k].v[j]) - mx - f);
+          o.v[j] = from_acc<T>(xf[k][j] - mx - f);
         } else {
-          o.v[j] = from_acc<T>(e[k][j] * f);
+          o.v[j] = from_acc<T>(xf[k][j] * f);
         }
       }
       store_vec<T, V>(y + i * V, o);
