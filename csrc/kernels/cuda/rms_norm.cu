@@ -51,12 +51,18 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   const T* w = static_cast<const T*>(p.weight);
   const A inv_n = A(1) / A(p.cols);
   const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
+  // The plain forward loads the weight with the row, before the reduction, as Liger's kernel does, so that its
+  // latency overlaps the row's (H200, kernel alone, bf16 0.7-4.8% faster: 16384x4096 70.6 -> 69.7 us, 4096x8192
+  // 38.0 -> 37.4, 8192x2048 21.9 -> 20.9; fp32 0.3-1.8%). The fused forward keeps it after the reduction: there
+  // it ran 6% slower (32 registers for four blocks an SM), as did layer_norm's forward with weight and bias early
+  // (28%: spills under its 64-register cap) (benchmarks/results/cuda-norm-fwd-weight-early-h200-2026-11-26.md).
+  constexpr bool kEarlyW = !kRes;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
     const T* x = static_cast<const T*>(p.x) + rr * p.x_stride;
-    Vec<T, V> h[NV];
+    Vec<T, V> h[NV], wv[NV];
     if constexpr (!kRes) {
       // plain: every load of the row is issued before any arithmetic (bf16 16384x4096 on an H100: 88% -> 99%
       // of the copy bandwidth); the fused forward measured faster (99% vs 85%) loading, adding and storing h
@@ -65,6 +71,14 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
       for (int k = 0; k < NV; ++k) {
         const int j = k * tpr + lane;
         if (live && j < nvec) h[k] = load_vec<T, V>(x + j * V);
+      }
+    }
+    if constexpr (kEarlyW) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int j = k * tpr + lane;
+        // with no weight, the row itself: the asm load may be hoisted above a test of w (common.cuh)
+        if (live && j < nvec) wv[k] = load_vec_keep<T, V>((w ? w : x) + j * V, keep);
       }
     }
     A ss[1] = {A(0)};
@@ -99,7 +113,11 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
         unpack(h[k], f);
         if (w) {
           A wf[V];
-          unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
+          if constexpr (kEarlyW) {
+            unpack(wv[k], wf);
+          } else {
+            unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
+          }
 #pragma unroll
           for (int e = 0; e < V; ++e) o.v[e] = from_acc<T>(f[e] * rstd * wf[e]);
         } else {
