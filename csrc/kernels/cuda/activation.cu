@@ -197,39 +197,93 @@ __device__ __forceinline__ void act_unit(int64_t u, int64_t upr, const FastDiv& 
   }
 }
 
+// One unit of the forward: the V outputs of a whole vector (a, and b for the gated ops), or the n < V elements of a
+// row's last, partial unit one by one.
 template <typename T, int V, Activation K, bool GATED>
-__global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, FastDiv fdiv) {
+__device__ __forceinline__ Vec<T, V> act_fwd_vec(const Vec<T, V>& va, const Vec<T, V>& vb) {
   using A = acc_t<T>;
   using M = ActMath<K, sizeof(T) == 2>;
+  A a[V];
+  unpack(va, a);
+  Vec<T, V> o;
+  if constexpr (GATED) {
+    A b[V];
+    unpack(vb, b);
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]) * b[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]));
+  }
+  return o;
+}
+template <typename T, Activation K, bool GATED>
+__device__ __forceinline__ void act_fwd_tail(const T* xr, T* yr, int n, int64_t cols) {
+  using A = acc_t<T>;
+  using M = ActMath<K, sizeof(T) == 2>;
+  for (int j = 0; j < n; ++j) {
+    A f = M::f(to_acc(xr[j]));
+    if constexpr (GATED) f *= to_acc(xr[cols + j]);
+    yr[j] = from_acc<T>(f);
+  }
+}
+
+// U units per thread, all loaded before any is computed (U > 1: the units of a thread lie blockDim.x apart).
+// U = 2 for the fp32 gelu (H200, kernel alone: 16384x4096 134.0 -> 130.8 us, 4096x8192 69.9 -> 68.2); 1 elsewhere:
+// fp16 / bf16 ran 8-22% slower with 2 and 4 (issue-bound: more registers, fewer threads), the fp32 gated ops level
+// (benchmarks/results/cuda-activation-units-h200-2026-11-26.md).
+template <typename T, int V, Activation K, bool GATED, int U>
+__global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, FastDiv fdiv) {
   const bool small = total <= int64_t(0x7fffffff);
   const T* x = static_cast<const T*>(p.x);
   T* out = static_cast<T*>(p.out);
-  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < total; u += int64_t(gridDim.x) * blockDim.x) {
-    int64_t row, c;
-    act_unit(u, upr, fdiv, small, &row, &c);
-    c *= V;
-    const T* xr = x + row * p.x_stride + c;
-    T* yr = out + row * p.cols + c;
-    if (V > 1 && c + V <= p.cols) {
-      A a[V];
-      unpack(load_vec<T, V>(xr), a);
-      Vec<T, V> o;
-      if constexpr (GATED) {
-        A b[V];
-        unpack(load_vec<T, V>(xr + p.cols), b);
-#pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]) * b[j]);
+  const int64_t span = int64_t(blockDim.x) * U;
+  for (int64_t u0 = int64_t(blockIdx.x) * span + threadIdx.x; u0 < total; u0 += int64_t(gridDim.x) * span) {
+    if constexpr (U == 1) {
+      int64_t row, c;
+      act_unit(u0, upr, fdiv, small, &row, &c);
+      c *= V;
+      const T* xr = x + row * p.x_stride + c;
+      T* yr = out + row * p.cols + c;
+      if (V > 1 && c + V <= p.cols) {
+        const Vec<T, V> va = load_vec<T, V>(xr);
+        Vec<T, V> vb{};
+        if constexpr (GATED) vb = load_vec<T, V>(xr + p.cols);
+        store_vec<T, V>(yr, act_fwd_vec<T, V, K, GATED>(va, vb));
       } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = from_acc<T>(M::f(a[j]));
+        act_fwd_tail<T, K, GATED>(xr, yr, int(p.cols - c < V ? p.cols - c : V), p.cols);
       }
-      store_vec<T, V>(yr, o);
     } else {
-      const int n = int(p.cols - c < V ? p.cols - c : V);
-      for (int j = 0; j < n; ++j) {
-        A f = M::f(to_acc(xr[j]));
-        if constexpr (GATED) f *= to_acc(xr[p.cols + j]);
-        yr[j] = from_acc<T>(f);
+      Vec<T, V> va[U], vb[U];
+      const T* xr[U];
+      T* yr[U];
+      int64_t cs[U];  // first column of the unit, -1 past the end
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+        const int64_t u = u0 + k * int64_t(blockDim.x);
+        cs[k] = -1;
+        if (u < total) {
+          int64_t row, c;
+          act_unit(u, upr, fdiv, small, &row, &c);
+          c *= V;
+          cs[k] = c;
+          xr[k] = x + row * p.x_stride + c;
+          yr[k] = out + row * p.cols + c;
+          if (c + V <= p.cols) {
+            va[k] = load_vec<T, V>(xr[k]);
+            if constexpr (GATED) vb[k] = load_vec<T, V>(xr[k] + p.cols);
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+        const int64_t c = cs[k];
+        if (c < 0) continue;
+        if (c + V <= p.cols) {
+          store_vec<T, V>(yr[k], act_fwd_vec<T, V, K, GATED>(va[k], vb[k]));
+        } else {
+          act_fwd_tail<T, K, GATED>(xr[k], yr[k], int(p.cols - c), p.cols);
+        }
       }
     }
   }
@@ -296,19 +350,20 @@ __global__ void act_bwd_kernel(ActivationBackward p, int64_t upr, int64_t total,
 
 constexpr int kActThreads = 256;
 
-// Units per row and the grid for `rows` rows of `cols` elements, V per unit.
+// Units per row and the grid for `rows` rows of `cols` elements, V per unit, `units_per_thread` a thread.
 struct ActGrid {
   int64_t upr = 0, total = 0;
   FastDiv fdiv;  // by upr, when total < 2^31
   unsigned blocks = 0;
 };
 
-ActGrid act_grid(int64_t rows, int64_t cols, int v) {
+ActGrid act_grid(int64_t rows, int64_t cols, int v, int units_per_thread = 1) {
   ActGrid g;
   g.upr = (cols + v - 1) / v;
   g.total = rows * g.upr;
   if (g.total <= int64_t(0x7fffffff)) g.fdiv = FastDiv(uint32_t(g.upr));
-  const int64_t blocks = (g.total + kActThreads - 1) / kActThreads;
+  const int64_t per_block = int64_t(kActThreads) * units_per_thread;
+  const int64_t blocks = (g.total + per_block - 1) / per_block;
   g.blocks = unsigned(blocks < 0x7fffffff ? blocks : 0x7fffffff);
   return g;
 }
@@ -320,11 +375,13 @@ bool act_rows_vec(int64_t rows, int64_t cols, int64_t stride, int v) {
 
 template <typename T, int V, bool GATED>
 cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
-  const ActGrid g = act_grid(p.rows, p.cols, V);
+  constexpr int U = V == 4 && std::is_same_v<T, float> && !GATED ? 2 : 1;  // act_fwd_kernel
+  const ActGrid g = act_grid(p.rows, p.cols, V, U);
+  auto launch = [&](auto kernel) { kernel<<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); };
   switch (p.act) {
-    case Activation::silu: act_fwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
-    case Activation::gelu: act_fwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
-    case Activation::gelu_tanh: act_fwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::silu: launch(act_fwd_kernel<T, V, Activation::silu, GATED, U>); break;
+    case Activation::gelu: launch(act_fwd_kernel<T, V, Activation::gelu, GATED, U>); break;
+    case Activation::gelu_tanh: launch(act_fwd_kernel<T, V, Activation::gelu_tanh, GATED, U>); break;
     default: return cudaErrorInvalidValue;
   }
   return launch_status();
@@ -333,10 +390,11 @@ cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
 template <typename T, int V, bool GATED>
 cudaError_t act_bwd_launch(const ActivationBackward& p, cudaStream_t stream) {
   const ActGrid g = act_grid(p.rows, p.cols, V);
+  auto launch = [&](auto kernel) { kernel<<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); };
   switch (p.act) {
-    case Activation::silu: act_bwd_kernel<T, V, Activation::silu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
-    case Activation::gelu: act_bwd_kernel<T, V, Activation::gelu, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
-    case Activation::gelu_tanh: act_bwd_kernel<T, V, Activation::gelu_tanh, GATED><<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); break;
+    case Activation::silu: launch(act_bwd_kernel<T, V, Activation::silu, GATED>); break;
+    case Activation::gelu: launch(act_bwd_kernel<T, V, Activation::gelu, GATED>); break;
+    case Activation::gelu_tanh: launch(act_bwd_kernel<T, V, Activation::gelu_tanh, GATED>); break;
     default: return cudaErrorInvalidValue;
   }
   return launch_status();
