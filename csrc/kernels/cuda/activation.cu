@@ -21,6 +21,7 @@
 // Non-finite inputs give what torch gives (act(-inf) = NaN, act(inf) = inf).
 #include "activation.h"
 #include "common.cuh"
+#include "norm_common.cuh"  // norm::dram_gbs_per_sm
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -229,9 +230,10 @@ __device__ __forceinline__ void act_fwd_tail(const T* xr, T* yr, int n, int64_t 
 }
 
 // U units per thread, all loaded before any is computed (U > 1: the units of a thread lie blockDim.x apart).
-// U = 2 for the fp32 gelu (H200, kernel alone: 16384x4096 134.0 -> 130.8 us, 4096x8192 69.9 -> 68.2); 1 elsewhere:
-// fp16 / bf16 ran 8-22% slower with 2 and 4 (issue-bound: more registers, fewer threads), the fp32 gated ops level
-// (benchmarks/results/cuda-activation-units-h200-2026-11-26.md).
+// U = 2 for the fp32 gelu on GPUs with much DRAM bandwidth per SM (kActHighGbsPerSm; H200, kernel alone: 16384x4096
+// 134.0 -> 130.8 us, 4096x8192 69.9 -> 68.2; on an H100, at the copy bandwidth with one unit, 0.4% slower); 1
+// elsewhere: fp16 / bf16 ran 8-22% slower with 2 and 4 (issue-bound: more registers, fewer threads), the fp32 gated
+// ops level (benchmarks/results/cuda-activation-units-h200-2026-11-26.md).
 template <typename T, int V, Activation K, bool GATED, int U>
 __global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, FastDiv fdiv) {
   const bool small = total <= int64_t(0x7fffffff);
@@ -373,9 +375,12 @@ bool act_rows_vec(int64_t rows, int64_t cols, int64_t stride, int v) {
   return rows == 1 || (cols % v == 0 && stride % v == 0);
 }
 
-template <typename T, int V, bool GATED>
-cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
-  constexpr int U = V == 4 && std::is_same_v<T, float> && !GATED ? 2 : 1;  // act_fwd_kernel
+// DRAM bandwidth per SM (GB/s) from which the fp32 gelu takes two units per thread (act_fwd_kernel): an H100 has
+// 25.4, an H200 36.5.
+constexpr double kActHighGbsPerSm = 30.0;
+
+template <typename T, int V, bool GATED, int U>
+cudaError_t act_fwd_launch_units(const ActivationForward& p, cudaStream_t stream) {
   const ActGrid g = act_grid(p.rows, p.cols, V, U);
   auto launch = [&](auto kernel) { kernel<<<g.blocks, kActThreads, 0, stream>>>(p, g.upr, g.total, g.fdiv); };
   switch (p.act) {
@@ -385,6 +390,14 @@ cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
     default: return cudaErrorInvalidValue;
   }
   return launch_status();
+}
+
+template <typename T, int V, bool GATED>
+cudaError_t act_fwd_launch(const ActivationForward& p, cudaStream_t stream) {
+  if constexpr (V == 4 && std::is_same_v<T, float> && !GATED) {
+    if (norm::dram_gbs_per_sm() >= kActHighGbsPerSm) return act_fwd_launch_units<T, V, GATED, 2>(p, stream);
+  }
+  return act_fwd_launch_units<T, V, GATED, 1>(p, stream);
 }
 
 template <typename T, int V, bool GATED>

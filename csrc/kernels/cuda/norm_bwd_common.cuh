@@ -158,15 +158,6 @@ inline int smem_optin() { return device_attribute(cudaDevAttrMaxSharedMemoryPerB
 #define YIRAGE_NORM_BWD_STAGES_LN 0
 #endif
 
-// The current device's peak DRAM bandwidth per SM in GB/s (memory clock x 2 transfers x bus width / SMs; an H100
-// SXM: 3352 GB/s over 132 SMs, 25.4; an H200: 4814 over 132, 36.5), 0 if the device does not say. A latency-bound
-// kernel needs bytes in flight per SM in proportion to it.
-inline double dram_gbs_per_sm() {
-  const int khz = device_attribute(cudaDevAttrMemoryClockRate, -4, 0);
-  const int bits = device_attribute(cudaDevAttrGlobalMemoryBusWidth, -5, 0);
-  return 2.0 * double(khz) * 1e3 * double(bits / 8) / 1e9 / double(sm_count());
-}
-
 // The column sums of the weight / bias gradients' partial rows: out_g[c] = sum over r of part[(g * parts + r) * cols
 // + c] for the gradients g = blockIdx.y (1 or 2, their partial rows one block after the other). Y slices of a
 // block take rows y, y + Y, ... of X * W columns (W per thread: 16-byte loads where the rows allow); the slices are
