@@ -176,8 +176,9 @@ __device__ __forceinline__ T warp_max(T v) {
 }
 
 // Sum over the block; every thread gets the result. `smem` holds at least blockDim.x / kWarpSize values;
-// the call ends with a barrier after reading it, so it can be reused by the next reduction.
-template <typename T>
+// the call ends with a barrier after reading it, so it can be reused by the next reduction. kReuse = false drops
+// that barrier, for a last use of `smem` (a kernel whose reductions each have their own smem).
+template <bool kReuse = true, typename T>
 __device__ __forceinline__ T block_sum(T v, T* smem) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
@@ -187,11 +188,11 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
   __syncthreads();
   T t = lane < warps ? smem[lane] : T(0);
   t = warp_sum(t);
-  __syncthreads();
+  if constexpr (kReuse) __syncthreads();
   return t;
 }
 
-template <typename T>
+template <bool kReuse = true, typename T>
 __device__ __forceinline__ T block_max(T v, T* smem) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
@@ -201,7 +202,7 @@ __device__ __forceinline__ T block_max(T v, T* smem) {
   __syncthreads();
   T t = lane < warps ? smem[lane] : T(-INFINITY);
   t = warp_max(t);
-  __syncthreads();
+  if constexpr (kReuse) __syncthreads();
   return t;
 }
 

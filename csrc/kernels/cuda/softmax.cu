@@ -74,7 +74,8 @@ __device__ __forceinline__ void online_add(A& m, A& s, A v) {
 template <typename T, int V, int N, bool BLOCK, bool LOG>
 __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxForward p, int lanes) {
   using A = acc_t<T>;
-  __shared__ A smem[kRegThreads / kWarpSize];
+  // one array per reduction, each used once: no barrier after either (block_max / block_sum with kReuse false)
+  __shared__ A smem_max[kRegThreads / kWarpSize], smem_sum[kRegThreads / kWarpSize];
   const int L = BLOCK ? int(blockDim.x) : lanes;
   const int lane = BLOCK ? int(threadIdx.x) : int(threadIdx.x) % lanes;
   const int64_t row = BLOCK ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * (blockDim.x / lanes) + threadIdx.x / lanes;
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxFo
       }
     }
   }
-  mx = BLOCK ? block_max(mx, smem) : group_max(mx, L);
+  mx = BLOCK ? block_max<false>(mx, smem_max) : group_max(mx, L);
   A s = 0;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_rows_reg_kernel(SoftmaxFo
       }
     }
   }
-  s = BLOCK ? block_sum(s, smem) : group_sum(s, L);
+  s = BLOCK ? block_sum<false>(s, smem_sum) : group_sum(s, L);
   if (!live) return;
   const A f = LOG ? row_log<T>(s) : A(1) / s;
   T* y = static_cast<T*>(p.out) + row * p.dim;

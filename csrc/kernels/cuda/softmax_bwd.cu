@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_bwd_rows_reg_kernel(Softm
       for (int j = 0; j < V; ++j) s += LOG ? to_acc(rg[k].v[j]) : to_acc(rg[k].v[j]) * to_acc(ro[k].v[j]);
     }
   }
-  s = BLOCK ? block_sum(s, smem) : group_sum(s, L);
+  s = BLOCK ? block_sum<false>(s, smem) : group_sum(s, L);  // smem's only use: no barrier after
   if (!live) return;
   T* dx = static_cast<T*>(p.grad_x) + row * p.dim;
 #pragma unroll
