@@ -85,4 +85,20 @@ struct NormalCdfFit {
                          h3 = 4.839326814e-02f, h2 = 1.323946267e-01f, h1 = 1.399874091e-01f, h0 = 1.410983205e-01f;
 };
 
+// The CPU kernels' fits of the fp32 normal CDF (cpu/activation_math_impl.h gives their accuracy), from the
+// highest degree down: Phi(x) = 1/2 + x P(x^2) for |x| < kSplit (P degree 4, minimax relative error 4.1e-8),
+// and Phi(-|x|) = exp(-x^2/2) t H(t), t = 1 / (1 + |x| kT), on |x| in [1, 14] (H degree 6, 7.0e-8; kT = 0.28
+// is where this degree fits best). For results rounded to bf16 / fp16 a single fit L on all of |x| in [0, 14]
+// with t = 1 / (1 + |x| kTLow) (degree 7, 9.4e-8), no near-zero branch.
+struct NormalCdfFitCpu {
+  static constexpr float kSplit = 1.f, kT = 2.800000012e-01f, kTLow = 3.050000072e-01f;
+  static constexpr float p4 = 9.423524898e-05f, p3 = -1.169353724e-03f, p2 = 9.967196733e-03f,
+                         p1 = -6.648958474e-02f, p0 = 3.989422619e-01f;
+  static constexpr float h6 = -5.914429948e-02f, h5 = 1.305864155e-01f, h4 = -2.782787662e-03f,
+                         h3 = 1.095956564e-01f, h2 = 9.767058492e-02f, h1 = 1.123235971e-01f, h0 = 1.116735786e-01f;
+  static constexpr float l7 = 3.669918701e-02f, l6 = -1.529882848e-01f, l5 = 1.857168376e-01f,
+                         l4 = -3.797677159e-02f, l3 = 1.210216507e-01f, l2 = 1.034208760e-01f,
+                         l1 = 1.224668175e-01f, l0 = 1.216397360e-01f;
+};
+
 }  // namespace yirage::kernels

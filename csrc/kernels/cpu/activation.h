@@ -13,12 +13,15 @@
 // epilogue):
 //   silu(a)       = a / (1 + e^-a); its derivative s + a*s*(1-s) with a sign-symmetric sigmoid
 //                   (m = e^-|a|, s(1-s) = m / (1+m)^2), so nothing overflows or cancels.
-//   gelu (erf)    = x * Phi(x), Phi the normal CDF: for |x| < 1.3 Phi = 1/2 + x*P(x^2) (degree 5), else
-//                   Phi(-|x|) = exp(-x^2/2) * t*H(t), t = 1/(1 + |x|/(2 sqrt 2)) (H degree 6), and
-//                   Phi(x) = 1 - Phi(-x) for x > 0; both branches computed, one selected. Absolute error of
-//                   Phi about 1e-7 (one ulp of 1; test_activation.py measures it), and the lower tail keeps
-//                   its relative accuracy down to underflow, unlike 1 + erf(x/sqrt 2). The derivative
-//                   Phi + x exp(-x^2/2)/sqrt(2 pi) reuses the forward's exponential.
+//   gelu (erf)    = x * Phi(x), Phi the normal CDF: for |x| < 1 Phi = 1/2 + x*P(x^2) (degree 4), else
+//                   Phi(-|x|) = exp(-x^2/2) * t*H(t), t = 1/(1 + 0.28 |x|) (H degree 6), with the forward
+//                   taking relu(x) - |x| Phi(-|x|) there (the backward Phi(x) = 1 - Phi(-x) for x > 0); both
+//                   branches computed, one selected (NormalCdfFitCpu). Absolute error of Phi about 1e-7 (one ulp
+//                   of 1; test_activation.py measures it), and the lower tail keeps its relative accuracy down
+//                   to underflow, unlike 1 + erf(x/sqrt 2). The derivative Phi + x exp(-x^2/2)/sqrt(2 pi)
+//                   reuses the forward's exponential. Results rounded to bf16 / fp16 take the tail form for
+//                   every x (one degree-7 fit on |x| in [0, 14], no near-zero branch; relative error up to
+//                   6e-7 just above 0, far below those types' half ulp) with about 25% fewer instructions.
 //   gelu (tanh)   = x/2 * (1 + tanh(u)) = x / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3): no tanh, no
 //                   cancellation near 0, exact limits for large |x|; the derivative uses the symmetric
 //                   sigmoid as silu does.

@@ -10,12 +10,12 @@ template <typename V, typename Act, bool kGated, typename T>
   constexpr int W = V::W;
   int64_t i = 0;
   for (; i + W <= len; i += W) {
-    V v = Act::f(V::load(a + i));
+    V v = act_f<Act, T>(V::load(a + i));
     if constexpr (kGated) v = v * V::load(b + i);
     v.store(y + i);
   }
   if (i < len) {
-    V v = Act::f(load_n<V>(a + i, len - i));
+    V v = act_f<Act, T>(load_n<V>(a + i, len - i));
     if constexpr (kGated) v = v * load_n<V>(b + i, len - i);
     store_n(v, y + i, len - i);
   }
@@ -29,7 +29,7 @@ template <typename V, typename Act, bool kGated, typename T>
     const int64_t m = len - i < W ? len - i : W;
     const bool full = m == W;
     V f, df;
-    Act::f_df(full ? V::load(a + i) : load_n<V>(a + i, m), &f, &df);
+    act_f_df<Act, T>(full ? V::load(a + i) : load_n<V>(a + i, m), &f, &df);
     const V gv = full ? V::load(g + i) : load_n<V>(g + i, m);
     V dav = gv * df;
     if constexpr (kGated) {

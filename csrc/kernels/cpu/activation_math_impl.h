@@ -3,42 +3,100 @@
 // math and its accuracy. No include guard: the *_impl.h files that use it include it once per ISA
 // namespace (per_isa.h).
 
-// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (which the derivative reuses).
+// exp(-y^2/2) in fp32 for 0 <= y <= 13.22 (or NaN): vexp_ftz's algorithm cut to what gelu needs. The argument
+// is never positive, and y <= 13.22 keeps n = round(-y^2/2 log2 e) >= -126, where the scale 2^(n-1)
+// (vpow2_magic) has a zero exponent field: the result flushes to 0 from y = 13.2 on without a compare. The
+// reduction works on s = y^2 itself, g = s + 2 n ln2 = -2f (Cody-Waite in two parts, the first product exact),
+// and the polynomial for 2 e^f is written in g (its coefficients times (-1/2)^k, exact): vexp_ftz's degree 6
+// (relative error 2e-9), or with kDeg5 a degree-5 minimax one (7e-8), one fma less, for the forward.
+template <bool kDeg5, typename V>
+inline V gauss_clamped(V y) {
+  const V s = y * y;
+  const V magic = V::set1(12582912.f + 126.f);  // 1.5 * 2^23 + (127 - 1): tm's low bits are n + 126
+  const V tm = V::fma(s, V::set1(-0.5f * 1.44269504f), magic);
+  const V n = tm - magic;
+  V g = V::fma(n, V::set1(2 * 0.693359375f), s);
+  g = V::fma(n, V::set1(2 * -2.12194440e-4f), g);
+  V p;
+  if constexpr (kDeg5) {
+    p = V::set1(-0.03125f * 1.657759212e-2f);
+    p = V::fma(p, g, V::set1(0.0625f * 8.382782340e-2f));
+    p = V::fma(p, g, V::set1(-0.125f * 3.333542943e-1f));
+    p = V::fma(p, g, V::set1(0.25f * 9.999784827e-1f));
+    p = V::fma(p, g, V::set1(-0.5f * 1.999999285f));
+    p = V::fma(p, g, V::set1(2.000000238f));
+  } else {
+    p = V::set1(0.015625f * 2.76873051e-3f);
+    p = V::fma(p, g, V::set1(-0.03125f * 1.67483110e-2f));
+    p = V::fma(p, g, V::set1(0.0625f * 8.33360031e-2f));
+    p = V::fma(p, g, V::set1(-0.125f * 3.33328635e-1f));
+    p = V::fma(p, g, V::set1(0.25f * 9.99999881e-1f));
+    p = V::fma(p, g, V::set1(-1.f));
+    p = V::fma(p, g, V::set1(2.f));
+  }
+  return p * vpow2_magic(tm);
+}
+
+// The fits of NormalCdfFitCpu (kernels/activation.h), by Horner: P(s) near 0, and on the tail H(t) (kLow: L(t)),
+// negated when kNeg (exact).
 template <typename V>
+inline V cdf_near_poly(V s) {
+  using F = NormalCdfFitCpu;
+  V p = V::set1(F::p4);
+  p = V::fma(p, s, V::set1(F::p3));
+  p = V::fma(p, s, V::set1(F::p2));
+  p = V::fma(p, s, V::set1(F::p1));
+  return V::fma(p, s, V::set1(F::p0));
+}
+template <bool kLow, bool kNeg, typename V>
+inline V cdf_tail_poly(V t) {
+  using F = NormalCdfFitCpu;
+  constexpr float g = kNeg ? -1.f : 1.f;
+  if constexpr (kLow) {
+    V h = V::set1(g * F::l7);
+    h = V::fma(h, t, V::set1(g * F::l6));
+    h = V::fma(h, t, V::set1(g * F::l5));
+    h = V::fma(h, t, V::set1(g * F::l4));
+    h = V::fma(h, t, V::set1(g * F::l3));
+    h = V::fma(h, t, V::set1(g * F::l2));
+    h = V::fma(h, t, V::set1(g * F::l1));
+    return V::fma(h, t, V::set1(g * F::l0));
+  } else {
+    V h = V::set1(g * F::h6);
+    h = V::fma(h, t, V::set1(g * F::h5));
+    h = V::fma(h, t, V::set1(g * F::h4));
+    h = V::fma(h, t, V::set1(g * F::h3));
+    h = V::fma(h, t, V::set1(g * F::h2));
+    h = V::fma(h, t, V::set1(g * F::h1));
+    return V::fma(h, t, V::set1(g * F::h0));
+  }
+}
+
+// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (which the derivative reuses). kLow (results
+// rounded to bf16 / fp16): the tail form for every x, no near-zero branch.
+template <bool kLow = false, typename V>
 inline V normal_cdf(V x, V* gauss) {
   using acc_t = typename V::acc_t;
-  *gauss = vexp_ftz(x * x * V::set1(acc_t(-0.5)));
   if constexpr (sizeof(acc_t) == 8) {  // fp64 (gradcheck): the C library's erfc, lane by lane
+    *gauss = vexp_ftz(x * x * V::set1(acc_t(-0.5)));
     acc_t lanes[V::W];
     x.store(lanes);
     for (int i = 0; i < V::W; ++i) lanes[i] = acc_t(0.5) * std::erfc(lanes[i] * acc_t(-0.70710678118654752440));
     return V::load(lanes);
   } else {
-    using F = NormalCdfFit;  // kernels/activation.h
-    // |x| < 1.3: Phi(x) = 1/2 + x * P(x^2), a minimax fit (relative error of P below 2e-8)
-    const V s = x * x;
-    V p = V::set1(F::p5);
-    p = V::fma(p, s, V::set1(F::p4));
-    p = V::fma(p, s, V::set1(F::p3));
-    p = V::fma(p, s, V::set1(F::p2));
-    p = V::fma(p, s, V::set1(F::p1));
-    p = V::fma(p, s, V::set1(F::p0));
-    const V near0 = V::fma(p, x, V::set1(0.5f));
-    // |x| >= 1.3: Phi(-|x|) = exp(-x^2/2) * t * H(t), t = 1 / (1 + |x| / (2 sqrt 2)) (erfc's classic
-    // substitution), H a minimax fit on |x| in [1.3, 14] (relative error below 3e-7); beyond, exp(-x^2/2)
-    // underflows to 0 while t * H(t) stays finite (t -> 0), so the tail needs no cut-off and stays relative
-    const V y = vabs(x);
-    const V t = V::set1(1.f) / V::fma(y, V::set1(F::kT), V::set1(1.f));
-    V h = V::set1(F::h6);
-    h = V::fma(h, t, V::set1(F::h5));
-    h = V::fma(h, t, V::set1(F::h4));
-    h = V::fma(h, t, V::set1(F::h3));
-    h = V::fma(h, t, V::set1(F::h2));
-    h = V::fma(h, t, V::set1(F::h1));
-    h = V::fma(h, t, V::set1(F::h0));
-    const V lower = *gauss * t * h;                                        // Phi(-|x|)
+    using F = NormalCdfFitCpu;  // kernels/activation.h
+    // |x| >= 1: Phi(-|x|) = exp(-x^2/2) * t * H(t), t = 1 / (1 + |x| kT) (erfc's classic substitution), H a
+    // minimax fit on |x| in [1, 14]; |x| is clamped to 13.22, where exp(-x^2/2) is already 0 (flushed) while
+    // t * H(t) stays finite, so the tail needs no cut-off and stays relative
+    const V y = vmin(V::set1(13.22f), vabs(x));  // NaN stays NaN
+    *gauss = gauss_clamped<false>(y);
+    const V t = V::set1(1.f) / V::fma(y, V::set1(kLow ? F::kTLow : F::kT), V::set1(1.f));
+    const V lower = *gauss * t * cdf_tail_poly<kLow, false>(t);              // Phi(-|x|)
     const V tail = vselect_lt(V::zero(), x, V::set1(1.f) - lower, lower);  // Phi(x)
-    return vselect_lt(y, V::set1(F::kSplit), near0, tail);                      // NaN: tail, NaN
+    if constexpr (kLow) return tail;
+    // |x| < 1: Phi(x) = 1/2 + x * P(x^2), a minimax fit
+    const V near0 = V::fma(cdf_near_poly(y * y), x, V::set1(0.5f));
+    return vselect_lt(y, V::set1(F::kSplit), near0, tail);  // NaN: tail, NaN
   }
 }
 
@@ -61,19 +119,37 @@ struct Silu {
   }
 };
 
+// gelu(x) = x Phi(x); in fp32 the tail form is relu(x) - |x| Phi(-|x|) (one fma after the fit, no 1 - Phi and no
+// select by sign). f_low / f_df_low: for results rounded to bf16 / fp16, the tail form for every x.
 template <typename V>
 struct Gelu {
-  static V f(V x) {
-    V gauss;
-    return x * normal_cdf(x, &gauss);
+  template <bool kLow>
+  static V f_impl(V x) {
+    if constexpr (sizeof(typename V::acc_t) == 8) {
+      V gauss;
+      return x * normal_cdf(x, &gauss);
+    } else {
+      using F = NormalCdfFitCpu;
+      const V y = vmin(V::set1(13.22f), vabs(x));  // as in normal_cdf
+      const V t = V::set1(1.f) / V::fma(y, V::set1(kLow ? F::kTLow : F::kT), V::set1(1.f));
+      const V relu = x - vmin(x, V::zero());  // max(x, 0); NaN at -inf, as x Phi(x) = -inf * 0
+      const V tail = V::fma(gauss_clamped<true>(y) * (y * t), cdf_tail_poly<kLow, true>(t), relu);
+      if constexpr (kLow) return tail;
+      const V near = x * V::fma(cdf_near_poly(y * y), x, V::set1(0.5f));
+      return vselect_lt(y, V::set1(F::kSplit), near, tail);  // NaN: tail, NaN
+    }
   }
+  static V f(V x) { return f_impl<false>(x); }
+  static V f_low(V x) { return f_impl<true>(x); }
+  template <bool kLow = false>
   static void f_df(V x, V* f, V* df) {
     using acc_t = typename V::acc_t;
     V gauss;
-    const V cdf = normal_cdf(x, &gauss);
+    const V cdf = normal_cdf<kLow>(x, &gauss);
     *f = x * cdf;
     *df = V::fma(x * gauss, V::set1(acc_t(0.39894228040143267794)), cdf);  // Phi + x phi
   }
+  static void f_df_low(V x, V* f, V* df) { f_df<true>(x, f, df); }
 };
 
 // x/2 (1 + tanh(u)) = x * sigmoid(A), A = 2u = x (kA + kB x^2), kA = 2 sqrt(2/pi), kB = 0.044715 kA
@@ -95,3 +171,15 @@ struct GeluTanh {
   }
 };
 
+// act(x) and act'(x) for a loop whose results are rounded to T: the activation's cheaper form (f_low, f_df_low)
+// where it has one and T is a 16-bit type.
+template <typename Act, typename T, typename V>
+inline V act_f(V x) {
+  if constexpr (sizeof(T) == 2 && requires { Act::f_low(x); }) return Act::f_low(x);
+  else return Act::f(x);
+}
+template <typename Act, typename T, typename V>
+inline void act_f_df(V x, V* f, V* df) {
+  if constexpr (sizeof(T) == 2 && requires { Act::f_df_low(x, f, df); }) Act::f_df_low(x, f, df);
+  else Act::f_df(x, f, df);
+}

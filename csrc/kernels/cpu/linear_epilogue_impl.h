@@ -3,14 +3,15 @@
 
 #include "activation_math_impl.h"
 
-template <typename V, Activation A>
+// T: the type the result is rounded to (a 16-bit T takes the activation's cheaper form, act_f)
+template <typename V, Activation A, typename T>
 inline V activate(V z) {
   if constexpr (A == Activation::none) {
     return z;
   } else if constexpr (A == Activation::relu) {
     return vmax(V::zero(), z);  // NaN stays NaN (vmax returns its second operand then)
   } else if constexpr (A == Activation::gelu) {
-    return Gelu<V>::f(z);
+    return act_f<Gelu<V>, T>(z);
   } else if constexpr (A == Activation::gelu_tanh) {
     return GeluTanh<V>::f(z);
   } else {
@@ -19,7 +20,7 @@ inline V activate(V z) {
 }
 
 // act'(z) times g; `s` is what the forward saved: z, or the output for relu
-template <typename V, Activation A>
+template <typename V, Activation A, typename T>
 inline V activation_grad(V g, V s) {
   if constexpr (A == Activation::none) {
     return g;
@@ -29,7 +30,7 @@ inline V activation_grad(V g, V s) {
     using Act = std::conditional_t<A == Activation::gelu, Gelu<V>,
                                    std::conditional_t<A == Activation::gelu_tanh, GeluTanh<V>, Silu<V>>>;
     V f, df;
-    Act::f_df(s, &f, &df);
+    act_f_df<Act, T>(s, &f, &df);
     return g * df;
   }
 }
@@ -48,14 +49,14 @@ Status epilogue_rows(const LinearEpilogue& p, int64_t begin, int64_t end) {
       V z = in ? V::load(in + i) : V::zero();
       if (b) z = z + V::load(b + i);
       if (pre) z.store(pre + i);
-      activate<V, A>(z).store(out + i);
+      activate<V, A, T>(z).store(out + i);
     }
     if (i < n) {
       const int64_t m = n - i;
       V z = in ? load_n<V>(in + i, m) : V::zero();
       if (b) z = z + load_n<V>(b + i, m);
       if (pre) store_n(z, pre + i, m);
-      store_n(activate<V, A>(z), out + i, m);
+      store_n(activate<V, A, T>(z), out + i, m);
     }
   }
   return Status::ok;
@@ -73,13 +74,13 @@ Status act_grad_rows(const LinearActGrad& p, int64_t begin, int64_t end) {
     T* dz = p.grad_pre ? static_cast<T*>(p.grad_pre) + row * n : nullptr;
     int64_t i = 0;
     for (; i + W <= n; i += W) {
-      const V d = activation_grad<V, A>(V::load(g + i), s ? V::load(s + i) : V::zero());
+      const V d = activation_grad<V, A, T>(V::load(g + i), s ? V::load(s + i) : V::zero());
       if (dz) d.store(dz + i);
       if (db) (V::load(db + i) + d).store(db + i);
     }
     if (i < n) {
       const int64_t m = n - i;
-      const V d = activation_grad<V, A>(load_n<V>(g + i, m), s ? load_n<V>(s + i, m) : V::zero());
+      const V d = activation_grad<V, A, T>(load_n<V>(g + i, m), s ? load_n<V>(s + i, m) : V::zero());
       if (dz) store_n(d, dz + i, m);
       if (db) store_n(load_n<V>(db + i, m) + d, db + i, m);
     }

@@ -110,3 +110,7 @@ inline Vec vexp_ftz(Vec x) {
   const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
   return {_mm256_andnot_ps(_mm256_cmp_ps(x.v, lo, _CMP_LT_OQ), e)};
 }
+
+// 2^(n-1) from t = z + (1.5 * 2^23 + 126) with n = round(z) in [-126, 129] (vexp_ftz's scale): t's low bits,
+// n + 126, moved to the exponent field; n = -126 gives exactly 0.
+inline Vec vpow2_magic(Vec t) { return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t.v), 23))}; }

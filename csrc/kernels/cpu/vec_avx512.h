@@ -91,3 +91,6 @@ inline Vec vexp_ftz(Vec x) {
   const __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
   return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-86.98f), _CMP_NLT_UQ), e)};
 }
+
+// 2^(n-1) from t = z + (1.5 * 2^23 + 126): see vec_avx2.h.
+inline Vec vpow2_magic(Vec t) { return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t.v), 23))}; }

@@ -88,6 +88,11 @@ inline Vec vexp_ftz(Vec x) {
   }
   return r;
 }
+// 2^(n-1) from t = z + (1.5 * 2^23 + 126): see vec_avx2.h.
+inline Vec vpow2_magic(Vec t) {
+  for (int i = 0; i < Vec::W; ++i) t.v[i] = bits_to_float(float_to_bits(t.v[i]) << 23);
+  return t;
+}
 
 // VecD: the fp64 variant (gradcheck and reference-grade CPU work), 4 double lanes in an array.
 struct VecD {
