@@ -74,8 +74,8 @@ struct ActivationBackward {
   DType dtype = DType::f32;
 };
 
-// The fits of the fp32 normal CDF Phi (the CPU kernels' gelu and CUDA's fp32 gelu; the CPU's
-// activation_math_impl.h gives their accuracy): Phi(x) = 1/2 + x P(x^2) for |x| < kSplit, and on the tails
+// The fits of the fp32 normal CDF Phi of CUDA's fp32 gelu (cuda/activation.cu; until 2026-11-26 the CPU kernels'
+// too, which now have NormalCdfFitCpu below): Phi(x) = 1/2 + x P(x^2) for |x| < kSplit, and on the tails
 // Phi(-|x|) = exp(-x^2/2) t H(t) with t = 1 / (1 + |x| kT). Coefficients from the highest degree down.
 struct NormalCdfFit {
   static constexpr float kSplit = 1.3f, kT = 3.535533845e-01f;

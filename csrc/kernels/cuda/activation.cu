@@ -57,14 +57,14 @@ __device__ __forceinline__ double act_exp(double v) { return exp(v); }
 __device__ __forceinline__ float act_rcp(float v) { return rcp_ftz(v); }
 __device__ __forceinline__ double act_rcp(double v) { return 1.0 / v; }
 
-// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: the
-// CPU kernels' branch-free form with the same fits (NormalCdfFit; cpu/activation_math_impl.h gives their
-// accuracy): 1/2 + x P(x^2) for |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
+// Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: a
+// branch-free form (NormalCdfFit; the CPU kernels' until they took NormalCdfFitCpu): 1/2 + x P(x^2) for
+// |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
 // selected, about 30 instructions against erfcf's 60 (with which bf16 gelu was compute-bound: 84% of the issue
 // slots at 60% of the copy bandwidth on an H100). Relative accuracy holds on the lower tail, where
 // 1 + erf(x / sqrt 2) would cancel. fp64: the C library's erfc.
 __device__ __forceinline__ float normal_cdf(float x, float* gauss) {
-  using F = NormalCdfFit;  // the coefficients, shared with the CPU kernels (kernels/activation.h)
+  using F = NormalCdfFit;  // the coefficients (kernels/activation.h)
   *gauss = act_exp(x * x * -0.5f);
   const float s = x * x;
   float p = F::p5;
