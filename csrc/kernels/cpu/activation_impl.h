@@ -9,6 +9,15 @@ template <typename V, typename Act, bool kGated, typename T>
 [[gnu::flatten]] inline void forward_run(const T* a, const T* b, T* y, int64_t len) {
   constexpr int W = V::W;
   int64_t i = 0;
+  // 16-bit T: two vectors per store_pair, which AVX2 packs to bf16 at once (bf16, one thread in cache: gelu
+  // 1.08x, gelu_tanh 1.17x, gelu_and_mul 1.09x to 1.18x, silu_and_mul 1.13x to 1.17x; the same results)
+  if constexpr (sizeof(T) == 2) {
+    for (; i + 2 * W <= len; i += 2 * W) {
+      V v0 = act_f<Act, T>(V::load(a + i)), v1 = act_f<Act, T>(V::load(a + i + W));
+      if constexpr (kGated) { v0 = v0 * V::load(b + i); v1 = v1 * V::load(b + i + W); }
+      store_pair(v0, v1, y + i);
+    }
+  }
   for (; i + W <= len; i += W) {
     V v = act_f<Act, T>(V::load(a + i));
     if constexpr (kGated) v = v * V::load(b + i);

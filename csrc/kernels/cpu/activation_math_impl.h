@@ -3,6 +3,14 @@
 // math and its accuracy. No include guard: the *_impl.h files that use it include it once per ISA
 // namespace (per_isa.h).
 
+// c[0] t^n + c[1] t^(n-1) + ... + c[n] by Horner (fused multiply-adds, highest degree first).
+template <typename V, typename... C>
+inline V horner(V t, float top, C... rest) {
+  V h = V::set1(top);
+  ((h = V::fma(h, t, V::set1(rest))), ...);
+  return h;
+}
+
 // exp(-y^2/2) in fp32 for 0 <= y <= 13.22 (or NaN): vexp_ftz's algorithm cut to what gelu needs. The argument
 // is never positive, and y <= 13.22 keeps n = round(-y^2/2 log2 e) >= -126, where the scale 2^(n-1)
 // (vpow2_magic) has a zero exponent field: the result flushes to 0 from y = 13.2 on without a compare. The
@@ -19,56 +27,30 @@ inline V gauss_clamped(V y) {
   g = V::fma(n, V::set1(2 * -2.12194440e-4f), g);
   V p;
   if constexpr (kDeg5) {
-    p = V::set1(-0.03125f * 1.657759212e-2f);
-    p = V::fma(p, g, V::set1(0.0625f * 8.382782340e-2f));
-    p = V::fma(p, g, V::set1(-0.125f * 3.333542943e-1f));
-    p = V::fma(p, g, V::set1(0.25f * 9.999784827e-1f));
-    p = V::fma(p, g, V::set1(-0.5f * 1.999999285f));
-    p = V::fma(p, g, V::set1(2.000000238f));
+    p = horner(g, -0.03125f * 1.657759212e-2f, 0.0625f * 8.382782340e-2f, -0.125f * 3.333542943e-1f,
+               0.25f * 9.999784827e-1f, -0.5f * 1.999999285f, 2.000000238f);
   } else {
-    p = V::set1(0.015625f * 2.76873051e-3f);
-    p = V::fma(p, g, V::set1(-0.03125f * 1.67483110e-2f));
-    p = V::fma(p, g, V::set1(0.0625f * 8.33360031e-2f));
-    p = V::fma(p, g, V::set1(-0.125f * 3.33328635e-1f));
-    p = V::fma(p, g, V::set1(0.25f * 9.99999881e-1f));
-    p = V::fma(p, g, V::set1(-1.f));
-    p = V::fma(p, g, V::set1(2.f));
+    p = horner(g, 0.015625f * 2.76873051e-3f, -0.03125f * 1.67483110e-2f, 0.0625f * 8.33360031e-2f,
+               -0.125f * 3.33328635e-1f, 0.25f * 9.99999881e-1f, -1.f, 2.f);
   }
   return p * vpow2_magic(tm);
 }
 
-// The fits of NormalCdfFitCpu (kernels/activation.h), by Horner: P(s) near 0, and on the tail H(t) (kLow: L(t)),
-// negated when kNeg (exact).
+// The fits of NormalCdfFitCpu (kernels/activation.h): P(s) near 0, and on the tail H(t) (kLow: L(t)), negated when
+// kNeg (exact).
 template <typename V>
 inline V cdf_near_poly(V s) {
   using F = NormalCdfFitCpu;
-  V p = V::set1(F::p4);
-  p = V::fma(p, s, V::set1(F::p3));
-  p = V::fma(p, s, V::set1(F::p2));
-  p = V::fma(p, s, V::set1(F::p1));
-  return V::fma(p, s, V::set1(F::p0));
+  return horner(s, F::p4, F::p3, F::p2, F::p1, F::p0);
 }
 template <bool kLow, bool kNeg, typename V>
 inline V cdf_tail_poly(V t) {
   using F = NormalCdfFitCpu;
   constexpr float g = kNeg ? -1.f : 1.f;
   if constexpr (kLow) {
-    V h = V::set1(g * F::l7);
-    h = V::fma(h, t, V::set1(g * F::l6));
-    h = V::fma(h, t, V::set1(g * F::l5));
-    h = V::fma(h, t, V::set1(g * F::l4));
-    h = V::fma(h, t, V::set1(g * F::l3));
-    h = V::fma(h, t, V::set1(g * F::l2));
-    h = V::fma(h, t, V::set1(g * F::l1));
-    return V::fma(h, t, V::set1(g * F::l0));
+    return horner(t, g * F::l7, g * F::l6, g * F::l5, g * F::l4, g * F::l3, g * F::l2, g * F::l1, g * F::l0);
   } else {
-    V h = V::set1(g * F::h6);
-    h = V::fma(h, t, V::set1(g * F::h5));
-    h = V::fma(h, t, V::set1(g * F::h4));
-    h = V::fma(h, t, V::set1(g * F::h3));
-    h = V::fma(h, t, V::set1(g * F::h2));
-    h = V::fma(h, t, V::set1(g * F::h1));
-    return V::fma(h, t, V::set1(g * F::h0));
+    return horner(t, g * F::h6, g * F::h5, g * F::h4, g * F::h3, g * F::h2, g * F::h1, g * F::h0);
   }
 }
 
@@ -103,10 +85,19 @@ inline V normal_cdf(V x, V* gauss) {
 // Each activation: f(x), and f(x) with f'(x) for the backward.
 template <typename V>
 struct Silu {
-  static V f(V a) {
+  // e^-a through vexp_neg_sat where the ISA has it (AVX2): the same bits as vexp_ftz(0 - a) with 2 fewer
+  // instructions, silu_and_mul fp32 1.18x (one thread, in cache). f_low, for results rounded to bf16 / fp16: its
+  // lower-degree form, with forward_run's paired stores bf16 1.50x, fp16 1.46x; off the float64 result rounded
+  // to the type by one ulp on 3 of 31552 bf16 inputs with |a| < 20 (0 before), 15 of 39422 fp16 (1 before).
+  template <bool kLow>
+  static V f_impl(V a) {
     using acc_t = typename V::acc_t;
-    return a / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - a));
+    if constexpr (kLow && requires { vexp_neg_sat_low(a); }) return a / (V::set1(acc_t(1)) + vexp_neg_sat_low(a));
+    else if constexpr (requires { vexp_neg_sat(a); }) return a / (V::set1(acc_t(1)) + vexp_neg_sat(a));
+    else return a / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - a));
   }
+  static V f(V a) { return f_impl<false>(a); }
+  static V f_low(V a) { return f_impl<true>(a); }
   // sigmoid s with m = e^-|a| (never overflows): s = 1/(1+m) for a >= 0, m/(1+m) below; s(1-s) = m/(1+m)^2
   static void f_df(V a, V* f, V* df) {
     using acc_t = typename V::acc_t;
@@ -158,7 +149,11 @@ struct GeluTanh {
   using acc_t = typename V::acc_t;
   static constexpr acc_t kA = acc_t(1.5957691216057307117), kB = acc_t(0.071354816272336854);
   static V big_a(V x) { return x * V::fma(x * x, V::set1(kB), V::set1(kA)); }
-  static V f(V x) { return x / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - big_a(x))); }
+  static V f(V x) {  // vexp_neg_sat as in Silu: the same bits, fp32 1.10x to 1.13x (one thread, in cache)
+    const V a = big_a(x);
+    if constexpr (requires { vexp_neg_sat(a); }) return x / (V::set1(acc_t(1)) + vexp_neg_sat(a));
+    else return x / (V::set1(acc_t(1)) + vexp_ftz(V::zero() - a));
+  }
   static void f_df(V x, V* f, V* df) {
     const V one = V::set1(acc_t(1));
     const V a = big_a(x);

@@ -68,14 +68,18 @@ inline typename V::acc_t pack_row_max(const T* x, int64_t n, typename V::acc_t p
 // sum(exp(e - mx)) over np (a multiple of W) packed values; with kStore, e = exp(e - mx) in place. Padding
 // lanes hold -inf and add exp(-inf) = 0 (NaN when mx is -inf too: then the row is all -inf, and NaN is the
 // answer). One vector per iteration: the exp's constants take most of the 16 AVX2 registers, and
-// unrolling spills the sum, whose store-reload latency then bounds the loop.
-template <typename V, bool kStore>
+// unrolling spills the sum, whose store-reload latency then bounds the loop. For a 16-bit T, vexp_for's
+// lower-degree exp (relative error 5.3e-6; the sum stays fp32): 2 of about 25 instructions per vector, AVX2
+// bf16 rows of 1024 / 4096 1.10x to 1.16x (one thread, in cache); results off by one ulp where they were not:
+// 58 (bf16) and 466 (fp16) of 542020 softmax values, 0 and 11 log_softmax (rows of 1 to 4096, masked and
+// special rows; the largest error against float64 unchanged).
+template <typename V, typename T, bool kStore>
 inline typename V::acc_t sum_exp(typename V::acc_t* e, int64_t np, typename V::acc_t mx, Prefetch& pf) {
   const V vm = V::set1(mx);
   V s = V::zero();
   for (int64_t i = 0; i < np; i += V::W) {
     pf.step();
-    const V a = vexp_ftz(V::load(e + i) - vm);
+    const V a = vexp_for<T>(V::load(e + i) - vm);
     if constexpr (kStore) a.store(e + i);
     s = s + a;
   }
@@ -101,17 +105,23 @@ Status softmax_rows(const SoftmaxForward& p, int64_t begin, int64_t end) {
     Prefetch pf(p.x, r0 + rows, next_end, p.x_outer_stride, n, sizeof(T));
     for (int64_t r = 0; r < rows; ++r) {
       acc_t* e = buf.data() + r * np;
-      k[r] = p.log ? std::log(sum_exp<V, false>(e, np, mx[r], pf)) : acc_t(1) / sum_exp<V, true>(e, np, mx[r], pf);
+      k[r] = p.log ? std::log(sum_exp<V, T, false>(e, np, mx[r], pf))
+                   : acc_t(1) / sum_exp<V, T, true>(e, np, mx[r], pf);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const acc_t* e = buf.data() + r * np;
       T* y = static_cast<T*>(p.out) + (r0 + r) * n;
       const V vm = V::set1(mx[r]), vk = V::set1(k[r]);
       int64_t i = 0;
+      // two vectors per step, through store_pair (AVX2 bf16 packs both at once): fp32 0.99x to 1.10x (noise
+      // phases), with the exp above bf16 1.13x to 1.25x, fp16 1.07x to 1.30x (rows of 1024 / 4096, one thread)
       if (p.log) {  // (x - max) - log(sum): the subtraction first keeps a large common offset's digits
+        for (; i + 2 * W <= n; i += 2 * W)
+          store_pair((V::load(e + i) - vm) - vk, (V::load(e + i + W) - vm) - vk, y + i);
         for (; i + W <= n; i += W) ((V::load(e + i) - vm) - vk).store(y + i);
         if (i < n) store_tail((V::load(e + i) - vm) - vk, y + i, n - i);
       } else {  // exp(x - max) / sum
+        for (; i + 2 * W <= n; i += 2 * W) store_pair(V::load(e + i) * vk, V::load(e + i + W) * vk, y + i);
         for (; i + W <= n; i += W) (V::load(e + i) * vk).store(y + i);
         if (i < n) store_tail(V::load(e + i) * vk, y + i, n - i);
       }
