@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #define YR_KERNEL_IMPL "rms_norm_impl.h"
 #include "per_isa.h"

@@ -33,6 +33,22 @@ struct Vec {
     __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_lanes(a.v), bf16_lanes(b.v)), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
   }
+  // p[0, 16) widened by one unpack from memory per vector instead of a widen and a shift, in the lane order
+  // that store2x packs back in place without store2's permute: a = p[0..3], p[8..11], b = p[4..7], p[12..15]
+  // (load_pair_x; unpair puts sums over such lanes back in the order of load(p), load(p + 8))
+  static void load2x(const bf16* p, Vec& a, Vec& b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    a.v = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), w));
+    b.v = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), w));
+  }
+  static void store2x(Vec a, Vec b, bf16* p) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_packus_epi32(bf16_lanes(a.v), bf16_lanes(b.v)));
+  }
+  static void unpair(Vec& a, Vec& b) {
+    const __m256 lo = _mm256_permute2f128_ps(a.v, b.v, 0x20);
+    b.v = _mm256_permute2f128_ps(a.v, b.v, 0x31);
+    a.v = lo;
+  }
   void store(f16* p) const {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }

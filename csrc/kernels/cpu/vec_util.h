@@ -27,3 +27,25 @@ template <typename V, typename T>
 inline void store_pair(const V& a, const V& b, T* p) {
   if constexpr (requires { V::store2(a, b, p); }) V::store2(a, b, p); else { a.store(p); b.store(p + V::W); }
 }
+
+template <typename V, typename T>
+constexpr bool kHasLoad2x = requires(const T* p, V& a) { V::load2x(p, a, a); };
+
+// p[0, 2W) as two vectors for element-wise loops: through V::load2x where the ISA has one for T (AVX2 bf16:
+// the lanes in an order of its own, which store_pair_x writes back in place), else load(p), load(p + W)
+template <typename V, typename T>
+inline void load_pair_x(const T* p, V& a, V& b) {
+  if constexpr (kHasLoad2x<V, T>) V::load2x(p, a, b); else { a = V::load(p); b = V::load(p + V::W); }
+}
+
+// a, b of load_pair_x lanes to p[0, 2W)
+template <typename V, typename T>
+inline void store_pair_x(const V& a, const V& b, T* p) {
+  if constexpr (kHasLoad2x<V, T>) V::store2x(a, b, p); else store_pair(a, b, p);
+}
+
+// sums over load_pair_x lanes of T back to the lanes of load(p), load(p + W): the same sums, bit for bit
+template <typename T, typename V>
+inline void unpair_x(V& a, V& b) {
+  if constexpr (kHasLoad2x<V, T>) V::unpair(a, b);
+}
