@@ -40,6 +40,14 @@ __device__ __forceinline__ double act_exp(double v) { return exp(v); }
 __device__ __forceinline__ float act_rcp(float v) { return rcp_ftz(v); }
 __device__ __forceinline__ double act_rcp(double v) { return 1.0 / v; }
 
+// c[0] t^n + c[1] t^(n-1) + ... + c[n] by Horner (fused multiply-adds, highest degree first).
+template <typename... C>
+__device__ __forceinline__ float horner(float t, float top, C... rest) {
+  float h = top;
+  ((h = fmaf(h, t, rest)), ...);
+  return h;
+}
+
 // Phi(x) = P(X <= x) for a standard normal X, and *gauss = exp(-x^2/2) (the derivative reuses it). fp32: a
 // branch-free form (NormalCdfFit; the CPU kernels' until they took NormalCdfFitCpu): 1/2 + x P(x^2) for
 // |x| < 1.3, exp(-x^2/2) t H(t) with t = 1 / (1 + |x| / (2 sqrt 2)) for the tails, both computed and one
@@ -50,22 +58,11 @@ __device__ __forceinline__ float normal_cdf(float x, float* gauss) {
   using F = NormalCdfFit;  // the coefficients (kernels/activation.h)
   *gauss = act_exp(x * x * -0.5f);
   const float s = x * x;
-  float p = F::p5;
-  p = fmaf(p, s, F::p4);
-  p = fmaf(p, s, F::p3);
-  p = fmaf(p, s, F::p2);
-  p = fmaf(p, s, F::p1);
-  p = fmaf(p, s, F::p0);
+  const float p = horner(s, F::p5, F::p4, F::p3, F::p2, F::p1, F::p0);
   const float near0 = fmaf(p, x, 0.5f);
   const float y = fabsf(x);
   const float t = act_rcp(fmaf(y, F::kT, 1.f));
-  float h = F::h6;
-  h = fmaf(h, t, F::h5);
-  h = fmaf(h, t, F::h4);
-  h = fmaf(h, t, F::h3);
-  h = fmaf(h, t, F::h2);
-  h = fmaf(h, t, F::h1);
-  h = fmaf(h, t, F::h0);
+  const float h = horner(t, F::h6, F::h5, F::h4, F::h3, F::h2, F::h1, F::h0);
   const float lower = *gauss * t * h;                 // Phi(-|x|)
   const float tail = 0.f < x ? 1.f - lower : lower;  // Phi(x)
   return y < F::kSplit ? near0 : tail;                     // NaN: tail, NaN
