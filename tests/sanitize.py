@@ -4,16 +4,17 @@
     compute-sanitizer --tool racecheck python tests/sanitize.py
 
 Every op with a CUDA kernel (rms_norm, fused_add_rms_norm, layer_norm, softmax, log_softmax, silu_and_mul,
-gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention) runs forward and backward (its backward op,
-through autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one
-element past an aligned address (a view at storage offset 1); rms_norm and layer_norm also on 4099x1024 (the
-register paths, their backward with more row groups than the persistent grid and a partial last group), softmax and
-log_softmax also on 3x2048 (the block-level register kernel with 16-byte vectors). attention (and attention_causal, attention_dims,
-attention_decode) runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the portable
-path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), D=128 and
-256 causal (attention_dims), and a decode case Sq=1, Sk=600. Results are compared with the float64 references;
-the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's
-CUDA kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
+gelu_and_mul, gelu, rotary_embedding, matmul, linear, attention) runs forward and backward (its backward op, through
+autograd) in float32 and bfloat16, on a small case and on an odd-size case whose every operand starts one element
+past an aligned address (a view at storage offset 1); rms_norm and layer_norm also on 4099x1024 (the register paths,
+their backward with more row groups than the persistent grid and a partial last group), rms_norm on 9x1000 (rows
+whose last vectors leave some threads idle: a load hoisted above its guard would read past the tensor), softmax and
+log_softmax also on 3x2048 (the block-level register kernel with 16-byte vectors). attention (and attention_causal,
+attention_dims, attention_decode) runs in bfloat16 and float16 instead (its tensor-core kernels; float32 takes the
+portable path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal, aligned and unaligned (the copy path), D=128
+and 256 causal (attention_dims), and a decode case Sq=1, Sk=600. Results are compared with the float64 references;
+the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's CUDA
+kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
 
 Not collected by pytest (the name does not start with test_); sizes are small so that racecheck, which
 runs kernels many times slower, finishes in minutes. Options: --ops a,b (a subset), --dtypes float32.
@@ -90,7 +91,8 @@ OPS_TABLE = {
                  lambda x, w: rms_norm_ref(x, w, 1e-6), None,
                  [("5x33", _norm(fx.rms_norm_inputs, (5, 33), ("x", "weight")), False),
                   ("3x769 unaligned", _norm(fx.rms_norm_inputs, (3, 769), ("x", "weight")), True),
-                  ("4099x1024", _norm(fx.rms_norm_inputs, (4099, 1024), ("x", "weight")), False)]),
+                  ("4099x1024", _norm(fx.rms_norm_inputs, (4099, 1024), ("x", "weight")), False),
+                  ("9x1000", _norm(fx.rms_norm_inputs, (9, 1000), ("x", "weight")), False)]),
     "fused_add_rms_norm": (("fused_add_rms_norm", "rms_norm_backward"),
                            lambda x, r, w: OPS.fused_add_rms_norm(x, r, w, 1e-6),
                            lambda x, r, w: fused_add_rms_norm_ref(x, r, w, 1e-6), None,

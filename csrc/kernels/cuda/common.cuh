@@ -125,6 +125,33 @@ __device__ __forceinline__ Vec<T, N> load_vec_keep(const T* p, uint64_t pol) {
   return load_vec<T, N>(p);
 }
 
+// Loads of data read for the last time under L1 and L2 evict_first hints (HIP and older GPUs: a plain load); the
+// same asm form and the same caution as load_vec_keep above. The fp32 rms_norm forward reads its row with
+// load_vec_keep, then again with this, as torch.compile's kernel does.
+__device__ __forceinline__ uint64_t l2_first_policy() {
+  uint64_t pol = 0;
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec_first(const T* p, uint64_t pol) {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) * N == 16) {
+    uint32_t w[4];
+    asm("ld.global.L1::evict_first.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+        : "l"(p), "l"(pol));
+    Vec<T, N> v;
+    __builtin_memcpy(&v, w, 16);
+    return v;
+  }
+#endif
+  (void)pol;
+  return load_vec<T, N>(p);
+}
+
 // The V elements of a vector in the accumulation type. bf16 pairs by bit operations on their 32-bit word (the low
 // element shifted up, the high one masked: two instructions a pair, where the conversions took three).
 template <typename T, int V>

@@ -4,12 +4,14 @@
 // or 16K fp32 elements): a row is held by `tpr` threads (1 .. 512: a power of two up to a warp, whole warps
 // beyond, 5120 bf16 -> 160), each with NV (1, 2, 4, 8) 16-byte vectors, about 4 per thread (plan_rows in
 // norm_common.cuh): 1024 fp32 -> a warp per row, two rows per 64-thread block (kFwdBlockThreads); 4096 fp32 ->
-// 256 threads per row. The plain forward (fwd_target below) aims at 4 vectors per thread, a block per row group.
+// 256 threads per row. The plain forward (fwd_target below) aims at 4 vectors per thread, a block per row group,
+// except on fp32 rows of up to 4096 elements: those it reads twice (the second time from L2) at 2 vectors per
+// thread and 32 registers (fwd_launch).
 // The fused forward aims at 2 vectors per thread and does not keep the row in registers: it writes
 // h = x + residual, reduces, then reads h back (from L2) for the output, at 32 registers (rms_fwd_reread), on
 // rows of up to 2 vectors per thread; longer ones keep the row in registers at 4 vectors per thread, on a
 // persistent grid for fp16 / bf16.
-// x is read once and y written once (fused: x and residual read, y and h written). Reductions: xor
+// x is read once from DRAM and y written once (fused: x and residual read, y and h written). Reductions: xor
 // shuffles within the warp, shared memory across the warps of a row (group_sum).
 // Why (H200, bf16, kernel alone in Nsight Compute; benchmarks/results/cuda-norm-fwd-instructions-h200-2026-11-26.md):
 // the forward was issue-bound, not memory-bound: 64 M warp instructions at 16384x4096 against 33 M for Liger's
@@ -36,13 +38,13 @@ using norm::block_sum_k;
 using norm::RowPlan;
 
 // ---------------------------------------------------------------- forward, register path
-// kReread: the fused forward's row is not kept in registers: h is written in the first pass and read back in the
-// second.
+// kReread: the row is not kept in registers but read again in the second pass: the fused forward's h (written in
+// the first pass), the plain forward's x (fp32 rows, see fwd_launch: loaded with an L2 evict_last hint in the first
+// pass and evict_first in the second, as torch.compile's kernel does).
 template <typename T, int NV, bool kRes, bool kReread>
 __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   using A = float;
   constexpr int V = kVec<T>;
-  static_assert(kRes || !kReread, "only the fused forward re-reads its row (h)");
   __shared__ A smem[512 / kWarpSize];
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
@@ -56,7 +58,9 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   // 38.0 -> 37.4, 8192x2048 21.9 -> 20.9; fp32 0.3-1.8%). The fused forward keeps it after the reduction: there
   // it ran 6% slower (32 registers for four blocks an SM), as did layer_norm's forward with weight and bias early
   // (28%: spills under its 64-register cap) (benchmarks/results/cuda-norm-fwd-weight-early-h200-2026-11-26.md).
-  constexpr bool kEarlyW = !kRes;
+  constexpr bool kEarlyW = !kRes && !kReread;
+  constexpr bool kRereadX = kReread && !kRes;
+  const uint64_t last_read = kRereadX ? l2_first_policy() : 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
@@ -70,7 +74,7 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         const int j = k * tpr + lane;
-        if (live && j < nvec) h[k] = load_vec<T, V>(x + j * V);
+        if (live && j < nvec) h[k] = kRereadX ? load_vec_keep<T, V>(x + j * V, keep) : load_vec<T, V>(x + j * V);
       }
     }
     if constexpr (kEarlyW) {
@@ -106,8 +110,12 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
     for (int k = 0; k < NV; ++k) {
       const int j = k * tpr + lane;
       if (live && j < nvec) {
-        // h was stored by this thread in the first pass
-        if constexpr (kReread) h[k] = load_vec<T, V>(static_cast<const T*>(p.residual_out) + rr * p.cols + j * V);
+        // the fused forward's h was stored by this thread in the first pass
+        if constexpr (kRereadX) {
+          h[k] = load_vec_first<T, V>(x + j * V, last_read);
+        } else if constexpr (kReread) {
+          h[k] = load_vec<T, V>(static_cast<const T*>(p.residual_out) + rr * p.cols + j * V);
+        }
         Vec<T, V> o;
         A f[V];
         unpack(h[k], f);
@@ -138,10 +146,11 @@ template <typename T, int NV, bool kRes>
 __global__ void __launch_bounds__(512, NV == 4 ? 2 : 0) rms_fwd_regs(RmsNormForward p, int tpr) {
   rms_fwd_rows<T, NV, kRes, false>(p, tpr);
 }
-// The fused forward reading h back: 32 registers (four 512-thread blocks per SM), no spills at 1 or 2 vectors.
-template <typename T, int NV>
+// The forwards reading their row back: 32 registers (four 512-thread blocks per SM); the fused one does not spill
+// at 1 or 2 vectors, the plain fp32 one spills 4 bytes at 2.
+template <typename T, int NV, bool kRes>
 __global__ void __launch_bounds__(512, 4) rms_fwd_reread(RmsNormForward p, int tpr) {
-  rms_fwd_rows<T, NV, true, true>(p, tpr);
+  rms_fwd_rows<T, NV, kRes, true>(p, tpr);
 }
 
 // ---------------------------------------------------------------- forward, long-row path
@@ -221,9 +230,26 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
       const int rpb = rp.block / rp.tpr;
       const int64_t groups = (p.rows + rpb - 1) / rpb;
       const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-      const Kernel kernel = rp.nv == 1 ? Kernel(rms_fwd_reread<T, 1>) : Kernel(rms_fwd_reread<T, 2>);
+      const Kernel kernel = rp.nv == 1 ? Kernel(rms_fwd_reread<T, 1, true>) : Kernel(rms_fwd_reread<T, 2, true>);
       kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
       return launch_status();
+    }
+    if constexpr (!kRes && sizeof(T) == 4) {
+      // fp32 rows of up to 2 vectors a thread (4096 columns at 512 threads) read x twice, the second time from L2,
+      // as torch.compile's kernel does: 32 registers, full occupancy. H200, kernel alone: 16384x4096 133.4 ->
+      // 131.9 us, 65536x1024 130.7 -> 128.2, 8192x2048 37.4 -> 36.3. Slower without the cache hints (144.9 us at
+      // 16384x4096), for 16-bit types (bf16 11-20%), for longer rows (8192: 69.9 -> 81.1 us, registers spill) and
+      // for layer_norm's forward (1-25%) (benchmarks/results/cuda-norm-fwd-reread-h200-2026-11-26.md).
+      const RowPlan rr = vec ? norm::plan_rows(p.cols / V, 8, 2, /*whole_warps=*/true, norm::kFwdBlockThreads)
+                             : RowPlan{};
+      if (rr.regs && rr.nv <= 2) {
+        const int rpb = rr.block / rr.tpr;
+        const int64_t groups = (p.rows + rpb - 1) / rpb;
+        const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
+        const Kernel kernel = rr.nv == 1 ? Kernel(rms_fwd_reread<T, 1, false>) : Kernel(rms_fwd_reread<T, 2, false>);
+        kernel<<<grid, rr.block, 0, stream>>>(p, rr.tpr);
+        return launch_status();
+      }
     }
     if (kRes && rp.regs) rp = norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true, norm::kFwdBlockThreads);
     if (rp.regs) {
