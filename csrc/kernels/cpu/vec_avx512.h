@@ -3,8 +3,9 @@
 // AVX512-BF16 extension (whose conversions also flush subnormals: not the same bits). Ported from vec_avx2.h on
 // 2026-11-26: load2x / store2x / unpair (the norms' bf16 rows) and the exp variants (exp_poly2, vexp_ftz_low,
 // vexp_neg_sat); one thread in cache on an AVX-512 EPYC: bf16 norms 1.07-1.22x, softmax bf16 / fp16 1.17x,
-// silu_and_mul 1.10x (fp32) to 1.30x (fp16). vec_avx2.h's store2 (two vectors packed and stored at once) is left
-// out: here it made the element-wise bf16 ops 2-3% slower (benchmarks/results/cpu-avx512-port-epyc-2026-11-26.md).
+// silu_and_mul 1.10x (fp32) to 1.30x (fp16). vec_avx2.h's store2 (two vectors packed, permuted and stored at once)
+// is left out: here it made the element-wise bf16 ops 2-3% slower; they store through store2x (no permute) instead
+// (benchmarks/results/cpu-avx512-port-epyc-2026-11-26.md).
 struct Vec {
   using acc_t = float;
   static constexpr int W = 16;
