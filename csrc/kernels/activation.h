@@ -89,9 +89,10 @@ struct NormalCdfFit {
 // highest degree down: Phi(x) = 1/2 + x P(x^2) for |x| < kSplit (P degree 4, minimax relative error 4.1e-8),
 // and Phi(-|x|) = exp(-x^2/2) t H(t), t = 1 / (1 + |x| kT), on |x| in [1, 14] (H degree 6, 7.0e-8; kT = 0.28
 // is where this degree fits best). For results rounded to bf16 / fp16 a single fit L on all of |x| in [0, 14]
-// with t = 1 / (1 + |x| kTLow) (degree 7, 9.4e-8), no near-zero branch.
+// with t = 1 / (1 + |x| kTLow) (degree 7, 9.4e-8), no near-zero branch; for the bf16 gelu forward a shorter one,
+// B with t = 1 / (1 + |x| kTBf16) (degree 5, 4.7e-6: bf16 keeps 8 bits).
 struct NormalCdfFitCpu {
-  static constexpr float kSplit = 1.f, kT = 2.800000012e-01f, kTLow = 3.050000072e-01f;
+  static constexpr float kSplit = 1.f, kT = 2.800000012e-01f, kTLow = 3.050000072e-01f, kTBf16 = 3.100000024e-01f;
   static constexpr float p4 = 9.423524898e-05f, p3 = -1.169353724e-03f, p2 = 9.967196733e-03f,
                          p1 = -6.648958474e-02f, p0 = 3.989422619e-01f;
   static constexpr float h6 = -5.914429948e-02f, h5 = 1.305864155e-01f, h4 = -2.782787662e-03f,
@@ -99,6 +100,8 @@ struct NormalCdfFitCpu {
   static constexpr float l7 = 3.669918701e-02f, l6 = -1.529882848e-01f, l5 = 1.857168376e-01f,
                          l4 = -3.797677159e-02f, l3 = 1.210216507e-01f, l2 = 1.034208760e-01f,
                          l1 = 1.224668175e-01f, l0 = 1.216397360e-01f;
+  static constexpr float b5 = -7.393074036e-02f, b4 = 1.804538071e-01f, b3 = 1.574239694e-02f,
+                         b2 = 1.334300637e-01f, b1 = 1.204414591e-01f, b0 = 1.238606647e-01f;
 };
 
 }  // namespace yirage::kernels

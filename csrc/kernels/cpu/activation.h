@@ -21,7 +21,10 @@
 //                   to underflow, unlike 1 + erf(x/sqrt 2). The derivative Phi + x exp(-x^2/2)/sqrt(2 pi)
 //                   reuses the forward's exponential. Results rounded to bf16 / fp16 take the tail form for
 //                   every x (one degree-7 fit on |x| in [0, 14], no near-zero branch; relative error up to
-//                   6e-7 just above 0, far below those types' half ulp) with about 25% fewer instructions.
+//                   6e-7 just above 0, far below those types' half ulp) with about 25% fewer instructions;
+//                   the bf16 forward a degree-5 fit and a degree-4 exponential (relative error about 1e-5,
+//                   a tenth of a bf16 half ulp: 1906 of 4M results one ulp off the rounded float64 value,
+//                   none more above 2^-126; 1.14-1.19x in one thread, in cache).
 //   gelu (tanh)   = x/2 * (1 + tanh(u)) = x / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3): no tanh, no
 //                   cancellation near 0, exact limits for large |x|; the derivative uses the symmetric
 //                   sigmoid as silu does.

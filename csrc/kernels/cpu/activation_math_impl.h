@@ -16,8 +16,10 @@ inline V horner(V t, float top, C... rest) {
 // (vpow2_magic) has a zero exponent field: the result flushes to 0 from y = 13.2 on without a compare. The
 // reduction works on s = y^2 itself, g = s + 2 n ln2 = -2f (Cody-Waite in two parts, the first product exact),
 // and the polynomial for 2 e^f is written in g (its coefficients times (-1/2)^k, exact): vexp_ftz's degree 6
-// (relative error 2e-9), or with kDeg5 a degree-5 minimax one (7e-8), one fma less, for the forward.
-template <bool kDeg5, typename V>
+// (relative error 2e-9), or a degree-5 minimax one (7e-8), one fma less, for the forward, or vexp_ftz_low's
+// degree 4 (5.3e-6) for the bf16 forward.
+// kDeg: 6 (vexp_ftz's polynomial), 5 (the forward's), or 4 (vexp_ftz_low's, 5.3e-6: the bf16 gelu forward).
+template <int kDeg, typename V>
 inline V gauss_clamped(V y) {
   const V s = y * y;
   const V magic = V::set1(12582912.f + 126.f);  // 1.5 * 2^23 + (127 - 1): tm's low bits are n + 126
@@ -26,7 +28,9 @@ inline V gauss_clamped(V y) {
   V g = V::fma(n, V::set1(2 * 0.693359375f), s);
   g = V::fma(n, V::set1(2 * -2.12194440e-4f), g);
   V p;
-  if constexpr (kDeg5) {
+  if constexpr (kDeg == 4) {
+    p = horner(g, 0.0625f * 8.25556964e-2f, -0.125f * 3.35070312e-1f, 0.25f * 1.00010228f, -1.f, 2.f);
+  } else if constexpr (kDeg == 5) {
     p = horner(g, -0.03125f * 1.657759212e-2f, 0.0625f * 8.382782340e-2f, -0.125f * 3.333542943e-1f,
                0.25f * 9.999784827e-1f, -0.5f * 1.999999285f, 2.000000238f);
   } else {
@@ -43,11 +47,13 @@ inline V cdf_near_poly(V s) {
   using F = NormalCdfFitCpu;
   return horner(s, F::p4, F::p3, F::p2, F::p1, F::p0);
 }
-template <bool kLow, bool kNeg, typename V>
+template <bool kLow, bool kNeg, bool kBf16 = false, typename V>
 inline V cdf_tail_poly(V t) {
   using F = NormalCdfFitCpu;
   constexpr float g = kNeg ? -1.f : 1.f;
-  if constexpr (kLow) {
+  if constexpr (kBf16) {
+    return horner(t, g * F::b5, g * F::b4, g * F::b3, g * F::b2, g * F::b1, g * F::b0);
+  } else if constexpr (kLow) {
     return horner(t, g * F::l7, g * F::l6, g * F::l5, g * F::l4, g * F::l3, g * F::l2, g * F::l1, g * F::l0);
   } else {
     return horner(t, g * F::h6, g * F::h5, g * F::h4, g * F::h3, g * F::h2, g * F::h1, g * F::h0);
@@ -71,7 +77,7 @@ inline V normal_cdf(V x, V* gauss) {
     // minimax fit on |x| in [1, 14]; |x| is clamped to 13.22, where exp(-x^2/2) is already 0 (flushed) while
     // t * H(t) stays finite, so the tail needs no cut-off and stays relative
     const V y = vmin(V::set1(13.22f), vabs(x));  // NaN stays NaN
-    *gauss = gauss_clamped<false>(y);
+    *gauss = gauss_clamped<6>(y);
     const V t = V::set1(1.f) / V::fma(y, V::set1(kLow ? F::kTLow : F::kT), V::set1(1.f));
     const V lower = *gauss * t * cdf_tail_poly<kLow, false>(t);              // Phi(-|x|)
     const V tail = vselect_lt(V::zero(), x, V::set1(1.f) - lower, lower);  // Phi(x)
@@ -111,10 +117,13 @@ struct Silu {
 };
 
 // gelu(x) = x Phi(x); in fp32 the tail form is relu(x) - |x| Phi(-|x|) (one fma after the fit, no 1 - Phi and no
-// select by sign). f_low / f_df_low: for results rounded to bf16 / fp16, the tail form for every x.
+// select by sign). f_low / f_df_low: for results rounded to bf16 / fp16, the tail form for every x; f_bf16: with
+// the shorter fits that bf16's 8 bits allow (act_f): tail degree 5, exponential degree 4, 3 fmas fewer on the
+// longest dependency chain (AVX-512 EPYC, one thread in cache: gelu bf16 1.1x; benchmarks/results/
+// cpu-avx512-port-epyc-2026-11-26.md).
 template <typename V>
 struct Gelu {
-  template <bool kLow>
+  template <bool kLow, bool kBf16 = false>
   static V f_impl(V x) {
     if constexpr (sizeof(typename V::acc_t) == 8) {
       V gauss;
@@ -122,16 +131,18 @@ struct Gelu {
     } else {
       using F = NormalCdfFitCpu;
       const V y = vmin(V::set1(13.22f), vabs(x));  // as in normal_cdf
-      const V t = V::set1(1.f) / V::fma(y, V::set1(kLow ? F::kTLow : F::kT), V::set1(1.f));
+      const V t = V::set1(1.f) / V::fma(y, V::set1(kBf16 ? F::kTBf16 : kLow ? F::kTLow : F::kT), V::set1(1.f));
       const V relu = x - vmin(x, V::zero());  // max(x, 0); NaN at -inf, as x Phi(x) = -inf * 0
-      const V tail = V::fma(gauss_clamped<true>(y) * (y * t), cdf_tail_poly<kLow, true>(t), relu);
-      if constexpr (kLow) return tail;
+      const V gauss = gauss_clamped<kBf16 ? 4 : 5>(y);
+      const V tail = V::fma(gauss * (y * t), cdf_tail_poly<kLow, true, kBf16>(t), relu);
+      if constexpr (kLow || kBf16) return tail;
       const V near = x * V::fma(cdf_near_poly(y * y), x, V::set1(0.5f));
       return vselect_lt(y, V::set1(F::kSplit), near, tail);  // NaN: tail, NaN
     }
   }
   static V f(V x) { return f_impl<false>(x); }
   static V f_low(V x) { return f_impl<true>(x); }
+  static V f_bf16(V x) { return f_impl<true, true>(x); }
   template <bool kLow = false>
   static void f_df(V x, V* f, V* df) {
     using acc_t = typename V::acc_t;
@@ -166,11 +177,12 @@ struct GeluTanh {
   }
 };
 
-// act(x) and act'(x) for a loop whose results are rounded to T: the activation's cheaper form (f_low, f_df_low)
-// where it has one and T is a 16-bit type.
+// act(x) and act'(x) for a loop whose results are rounded to T: the activation's cheaper form where it has one and T
+// is a 16-bit type (f_bf16 for bf16, else f_low; f_df_low).
 template <typename Act, typename T, typename V>
 inline V act_f(V x) {
-  if constexpr (sizeof(T) == 2 && requires { Act::f_low(x); }) return Act::f_low(x);
+  if constexpr (std::is_same_v<T, bf16> && requires { Act::f_bf16(x); }) return Act::f_bf16(x);
+  else if constexpr (sizeof(T) == 2 && requires { Act::f_low(x); }) return Act::f_low(x);
   else return Act::f(x);
 }
 template <typename Act, typename T, typename V>
