@@ -101,55 +101,55 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 // per thread, staged) did exactly that, caught by the GPU tests with no weight; the shipped kernels do not (their
 // tests with no weight pass under compute-sanitizer). Making the asm volatile prevents it but cost the staged
 // layer_norm backward 2-5% (cuda-layer-norm-plain-sums-h200-2026-11-26.md).
-__device__ __forceinline__ uint64_t l2_keep_policy() {
+// The two L2 policies (createpolicy, fraction 1.0): kLast evict_last (data read again), else evict_first (data read
+// for the last time); 0 on HIP and older GPUs.
+template <bool kLast>
+__device__ __forceinline__ uint64_t l2_policy() {
   uint64_t pol = 0;
 #if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  if constexpr (kLast) {
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  } else {
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  }
 #endif
   return pol;
 }
+// A 16-byte load under policy `pol` of l2_policy<kLast> and the L1 hint of the same name (HIP and older GPUs: a
+// plain load).
+template <bool kLast, typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec_hinted(const T* p, uint64_t pol) {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) * N == 16) {
+    uint32_t w[4];
+    if constexpr (kLast) {
+      asm("ld.global.L1::evict_last.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
+          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+          : "l"(p), "l"(pol));
+    } else {
+      asm("ld.global.L1::evict_first.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
+          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+          : "l"(p), "l"(pol));
+    }
+    Vec<T, N> v;
+    __builtin_memcpy(&v, w, 16);
+    return v;
+  }
+#endif
+  (void)pol;
+  return load_vec<T, N>(p);
+}
+__device__ __forceinline__ uint64_t l2_keep_policy() { return l2_policy<true>(); }
 template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec_keep(const T* p, uint64_t pol) {
-#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (sizeof(T) * N == 16) {
-    uint32_t w[4];
-    asm("ld.global.L1::evict_last.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-        : "l"(p), "l"(pol));
-    Vec<T, N> v;
-    __builtin_memcpy(&v, w, 16);
-    return v;
-  }
-#endif
-  (void)pol;
-  return load_vec<T, N>(p);
+  return load_vec_hinted<true, T, N>(p, pol);
 }
-
-// Loads of data read for the last time under L1 and L2 evict_first hints (HIP and older GPUs: a plain load); the
-// same asm form and the same caution as load_vec_keep above. The fp32 rms_norm forward reads its row with
-// load_vec_keep, then again with this, as torch.compile's kernel does.
-__device__ __forceinline__ uint64_t l2_first_policy() {
-  uint64_t pol = 0;
-#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-  return pol;
-}
+// Loads of data read for the last time (evict_first), the same asm form and the same caution as load_vec_keep. The
+// fp32 rms_norm forward reads its row with load_vec_keep, then again with this, as torch.compile's kernel does.
+__device__ __forceinline__ uint64_t l2_first_policy() { return l2_policy<false>(); }
 template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec_first(const T* p, uint64_t pol) {
-#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (sizeof(T) * N == 16) {
-    uint32_t w[4];
-    asm("ld.global.L1::evict_first.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-        : "l"(p), "l"(pol));
-    Vec<T, N> v;
-    __builtin_memcpy(&v, w, 16);
-    return v;
-  }
-#endif
-  (void)pol;
-  return load_vec<T, N>(p);
+  return load_vec_hinted<false, T, N>(p, pol);
 }
 
 // The V elements of a vector in the accumulation type. bf16 pairs by bit operations on their 32-bit word (the low

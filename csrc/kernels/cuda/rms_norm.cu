@@ -225,28 +225,22 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
     RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<kRes>(), /*whole_warps=*/true,
                                        norm::kFwdBlockThreads)
                      : RowPlan{};
-    if (kRes && rp.regs && rp.nv <= 2) {
-      // the fused forward re-reading h: a block per row group (a persistent grid measured 2-5% slower, H200)
-      const int rpb = rp.block / rp.tpr;
-      const int64_t groups = (p.rows + rpb - 1) / rpb;
-      const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-      const Kernel kernel = rp.nv == 1 ? Kernel(rms_fwd_reread<T, 1, true>) : Kernel(rms_fwd_reread<T, 2, true>);
-      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
-      return launch_status();
-    }
-    if constexpr (!kRes && sizeof(T) == 4) {
-      // fp32 rows of up to 2 vectors a thread (4096 columns at 512 threads) read x twice, the second time from L2,
-      // as torch.compile's kernel does: 32 registers, full occupancy. H200, kernel alone: 16384x4096 133.4 ->
-      // 131.9 us, 65536x1024 130.7 -> 128.2, 8192x2048 37.4 -> 36.3. Slower without the cache hints (144.9 us at
-      // 16384x4096), for 16-bit types (bf16 11-20%), for longer rows (8192: 69.9 -> 81.1 us, registers spill) and
-      // for layer_norm's forward (1-25%) (benchmarks/results/cuda-norm-fwd-reread-h200-2026-11-26.md).
-      const RowPlan rr = vec ? norm::plan_rows(p.cols / V, 8, 2, /*whole_warps=*/true, norm::kFwdBlockThreads)
-                             : RowPlan{};
+    if constexpr (kRes || sizeof(T) == 4) {
+      // Rows of up to 2 vectors a thread read twice, the second time from L2, at 32 registers (rms_fwd_reread): the
+      // fused forward's h (a block per row group; a persistent grid measured 2-5% slower, H200), and the plain
+      // forward's x for fp32 (4096 columns at 512 threads), as torch.compile's kernel does. H200, kernel alone:
+      // 16384x4096 133.4 -> 131.9 us, 65536x1024 130.7 -> 128.2, 8192x2048 37.4 -> 36.3. Slower without the cache
+      // hints (144.9 us at 16384x4096), for 16-bit types (bf16 11-20%), for longer rows (8192: 69.9 -> 81.1 us,
+      // registers spill) and for layer_norm's forward (1-25%)
+      // (benchmarks/results/cuda-norm-fwd-reread-h200-2026-11-26.md).
+      const RowPlan rr = kRes ? rp : vec ? norm::plan_rows(p.cols / V, 8, 2, /*whole_warps=*/true,
+                                                           norm::kFwdBlockThreads)
+                                         : RowPlan{};
       if (rr.regs && rr.nv <= 2) {
         const int rpb = rr.block / rr.tpr;
         const int64_t groups = (p.rows + rpb - 1) / rpb;
         const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-        const Kernel kernel = rr.nv == 1 ? Kernel(rms_fwd_reread<T, 1, false>) : Kernel(rms_fwd_reread<T, 2, false>);
+        const Kernel kernel = rr.nv == 1 ? Kernel(rms_fwd_reread<T, 1, kRes>) : Kernel(rms_fwd_reread<T, 2, kRes>);
         kernel<<<grid, rr.block, 0, stream>>>(p, rr.tpr);
         return launch_status();
       }
