@@ -16,9 +16,8 @@ inline V horner(V t, float top, C... rest) {
 // (vpow2_magic) has a zero exponent field: the result flushes to 0 from y = 13.2 on without a compare. The
 // reduction works on s = y^2 itself, g = s + 2 n ln2 = -2f (Cody-Waite in two parts, the first product exact),
 // and the polynomial for 2 e^f is written in g (its coefficients times (-1/2)^k, exact): vexp_ftz's degree 6
-// (relative error 2e-9), or a degree-5 minimax one (7e-8), one fma less, for the forward, or vexp_ftz_low's
+// (relative error 2e-9) with kDeg 6, a degree-5 minimax one (7e-8), one fma less, for the forward, or vexp_ftz_low's
 // degree 4 (5.3e-6) for the bf16 forward.
-// kDeg: 6 (vexp_ftz's polynomial), 5 (the forward's), or 4 (vexp_ftz_low's, 5.3e-6: the bf16 gelu forward).
 template <int kDeg, typename V>
 inline V gauss_clamped(V y) {
   const V s = y * y;
@@ -119,8 +118,8 @@ struct Silu {
 // gelu(x) = x Phi(x); in fp32 the tail form is relu(x) - |x| Phi(-|x|) (one fma after the fit, no 1 - Phi and no
 // select by sign). f_low / f_df_low: for results rounded to bf16 / fp16, the tail form for every x; f_bf16: with
 // the shorter fits that bf16's 8 bits allow (act_f): tail degree 5, exponential degree 4, 3 fmas fewer on the
-// longest dependency chain (AVX-512 EPYC, one thread in cache: gelu bf16 1.1x; benchmarks/results/
-// cpu-avx512-port-epyc-2026-11-26.md).
+// longest dependency chains (one thread in cache: gelu bf16 1.17-1.19x on an AVX-512 EPYC, 1.14-1.15x with AVX2;
+// benchmarks/results/cpu-avx512-port-epyc-2026-11-26.md).
 template <typename V>
 struct Gelu {
   template <bool kLow, bool kBf16 = false>

@@ -231,7 +231,7 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
       // forward's x for fp32 (4096 columns at 512 threads), as torch.compile's kernel does. H200, kernel alone:
       // 16384x4096 133.4 -> 131.9 us, 65536x1024 130.7 -> 128.2, 8192x2048 37.4 -> 36.3. Slower without the cache
       // hints (144.9 us at 16384x4096), for 16-bit types (bf16 11-20%), for longer rows (8192: 69.9 -> 81.1 us,
-      // registers spill) and for layer_norm's forward (1-25%)
+      // registers spill) and for layer_norm's forward (2-26% slower with the best of the variants tried)
       // (benchmarks/results/cuda-norm-fwd-reread-h200-2026-11-26.md).
       const RowPlan rr = kRes ? rp : vec ? norm::plan_rows(p.cols / V, 8, 2, /*whole_warps=*/true,
                                                            norm::kFwdBlockThreads)
