@@ -9,11 +9,33 @@ template <typename V, typename Act, bool kGated, typename T>
 [[gnu::flatten]] inline void forward_run(const T* a, const T* b, T* y, int64_t len) {
   constexpr int W = V::W;
   int64_t i = 0;
-  // 16-bit T: two vectors at a time, through load_pair_x / store_pair_x: bf16 (AVX2, AVX-512) widened by one unpack
-  // a vector and packed back by one pack, in a lane order of their own that the element-wise math does not see;
-  // elsewhere plain loads and store_pair (bf16 stores, one thread in cache, AVX2 EPYC, against one vector at a
-  // time: gelu 1.08x, gelu_tanh 1.17x, gelu_and_mul 1.09x to 1.18x, silu_and_mul 1.13x to 1.17x; the same results)
+  // 16-bit T: four vectors, then two, at a time, through load_pair_x / store_pair_x: bf16 (AVX2, AVX-512) widened by
+  // one unpack a vector and packed back by one pack, in a lane order of their own that the element-wise math does
+  // not see; elsewhere plain loads and store_pair. Against one vector at a time (bf16 stores, one thread in cache,
+  // AVX2 EPYC): gelu 1.08x, gelu_tanh 1.17x, gelu_and_mul 1.09x to 1.18x, silu_and_mul 1.13x to 1.17x; four vectors
+  // against two, where the activations' polynomial chains leave latency to hide: bf16 1.02-1.11x (AVX-512 EPYC, two
+  // builds) and 1.05-1.06x (AVX2), fp16 1.00-1.06x; fp32 level with four, so it keeps one (the same results
+  // everywhere; benchmarks/results/cpu-avx512-port-epyc-2026-11-26.md).
   if constexpr (sizeof(T) == 2) {
+    // the four loads before any of the math: two calls of a two-vector step in a row ran 2-3% slower than two
+    // vectors at a time
+    for (; i + 4 * W <= len; i += 4 * W) {
+      V a0, a1, a2, a3;
+      load_pair_x(a + i, a0, a1);
+      load_pair_x(a + i + 2 * W, a2, a3);
+      V v0 = act_f<Act, T>(a0), v1 = act_f<Act, T>(a1), v2 = act_f<Act, T>(a2), v3 = act_f<Act, T>(a3);
+      if constexpr (kGated) {
+        V b0, b1, b2, b3;
+        load_pair_x(b + i, b0, b1);
+        load_pair_x(b + i + 2 * W, b2, b3);
+        v0 = v0 * b0;
+        v1 = v1 * b1;
+        v2 = v2 * b2;
+        v3 = v3 * b3;
+      }
+      store_pair_x(v0, v1, y + i);
+      store_pair_x(v2, v3, y + i + 2 * W);
+    }
     for (; i + 2 * W <= len; i += 2 * W) {
       V a0, a1;
       load_pair_x(a + i, a0, a1);
