@@ -12,7 +12,7 @@ import yirage_ext
 from yirage_ext._loader import native_module
 from yirage_ext.testing.inputs import default_device
 
-ISAS = ("generic", "avx2", "avx512")
+ISAS = ("generic", "avx2", "avx512", "avx512_bf16")
 # YIRAGE_TEST_ISAS=best: the tests that run once per CPU kernel variant run only with the best variant this CPU
 # supports (a second build of the same CPU sources, as the CUDA build check makes, need not repeat the others).
 ONLY_BEST_ISA = os.environ.get("YIRAGE_TEST_ISAS", "all") == "best"

@@ -158,6 +158,24 @@ def test_half_gelu_rounding(target, dtype):
         assert (dist > 0).double().mean() < 0.01, (approximate, int((dist > 0).sum()), dist.numel())
 
 
+def test_bf16_subnormal_results(target):
+    """silu(a) * b with b among bf16's subnormals (every 7th a normal value, so vectors mix both): each result within
+    one ulp of the float64 product rounded to bf16, none flushed to zero (the AVX512-BF16 conversions alone would
+    flush them)."""
+    gen = torch.Generator().manual_seed(5)
+    rows, d = 5, 1000  # whole vectors, pairs of them and a partial tail per row
+    bits = torch.randint(1, 0x80, (rows, d), generator=gen, dtype=torch.int32)
+    bits |= torch.randint(0, 2, (rows, d), generator=gen, dtype=torch.int32) << 15
+    b = bits.to(torch.int16).view(torch.bfloat16)
+    b[:, ::7] = torch.randn(rows, len(range(0, d, 7)), generator=gen).bfloat16()
+    x = torch.cat([torch.randn(rows, d, generator=gen).bfloat16(), b], -1)
+    got = OPS.silu_and_mul(x.to(device_of(target))).cpu()
+    ref = silu_and_mul_ref(x.double()).to(torch.bfloat16)
+    dist = (_ordered(got) - _ordered(ref)).abs()
+    assert dist.max() <= 1, int(dist.max())
+    assert ((got == 0) == (ref == 0)).all()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2, 3, 2 * 769), (65537, 2 * 12), (2 * 70001,)], ids=str)
 def test_leading_dims_and_many_rows(device, dtype, shape):

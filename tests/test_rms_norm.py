@@ -14,7 +14,7 @@ import yirage_ext
 from yirage_ext.testing.inputs import rms_norm_inputs
 from yirage_ext.testing.reference import assert_close, fused_add_rms_norm_ref, rms_norm_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, unaligned
+from _helpers import aten_ops_called, assert_grad_close, device_of, dtype_id, portable, reference_grads, unaligned
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -98,6 +98,29 @@ def test_unaligned_inputs(device, dtype, rows, hidden):
 def test_eps(device, eps):
     inp = rms_norm_inputs((4, 33), torch.float32, eps=eps, seed=3)
     assert_close(OPS.rms_norm(inp.x, inp.weight, eps), rms_norm_ref(inp.x, inp.weight, eps), torch.float32)
+
+
+def test_bf16_subnormal_results(target):
+    """rms_norm and fused_add_rms_norm with weights among bf16's subnormals (every 7th a normal value): each result
+    within one ulp of the float64 result rounded to bf16, none flushed to zero (the AVX512-BF16 conversions alone
+    would flush them)."""
+    from yirage_ext.bench.accuracy import ulp_distance
+    gen = torch.Generator().manual_seed(6)
+    rows, d = 5, 1000
+    w = torch.randint(1, 0x80, (d,), generator=gen, dtype=torch.int32)
+    w |= torch.randint(0, 2, (d,), generator=gen, dtype=torch.int32) << 15
+    w = w.to(torch.int16).view(torch.bfloat16)
+    w[::7] = torch.randn(len(range(0, d, 7)), generator=gen).bfloat16()
+    x = torch.randn(rows, d, generator=gen).bfloat16()
+    dev = device_of(target)
+    got = OPS.rms_norm(x.to(dev), w.to(dev), 1e-6).cpu()
+    ref = rms_norm_ref(x.double(), w.double(), 1e-6)
+    assert int(ulp_distance(got, ref, torch.bfloat16).max()) <= 1
+    assert ((got == 0) == (ref.to(torch.bfloat16) == 0)).all()
+    res = torch.randn(rows, d, generator=gen).bfloat16()
+    got, _ = OPS.fused_add_rms_norm(x.to(dev), res.to(dev), w.to(dev), 1e-6)
+    ref, _ = fused_add_rms_norm_ref(x, res, w, 1e-6)
+    assert int(ulp_distance(got.cpu(), ref, torch.bfloat16).max()) <= 1
 
 
 def test_large_values_do_not_overflow_in_fp16(device):

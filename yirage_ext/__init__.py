@@ -32,7 +32,7 @@ def load_info() -> LoadInfo:
 
 
 def cpu_isa() -> str:
-    """The CPU kernel variant in use: "generic", "avx2" or "avx512" (YIRAGE_CPU_ISA narrows it)."""
+    """The CPU kernel variant in use: "generic", "avx2", "avx512" or "avx512_bf16" (YIRAGE_CPU_ISA narrows it)."""
     from ._loader import native_module
 
     return native_module().cpu_isa()

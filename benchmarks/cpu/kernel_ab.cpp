@@ -3,7 +3,7 @@
 // case runs old and new alternately on the same in-cache data in one thread. Prints, per case, the median time of
 // each, the median of the paired ratios old / new, and how many outputs differ (bits) with the largest difference
 // in units of the last place. Built and run by benchmarks/cpu/kernel_ab.sh, which documents the options.
-//   kernel_ab [reps] [case-substring]     (YIRAGE_CPU_ISA=avx2 / avx512 / generic picks the variant of both)
+//   kernel_ab [reps] [case-substring]     (YIRAGE_CPU_ISA=avx2 / avx512 / avx512_bf16 / generic picks the variant of both)
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -6,7 +6,8 @@
 #   benchmarks/cpu/kernel_ab.sh [REF [REPS [FILTER]]]    REF: the commit to compare with (default HEAD, so that
 #                                                       uncommitted changes are measured); FILTER: a substring of
 #                                                       the case names ("bf16", "softmax 64x1024 fp32", ...)
-#   YIRAGE_CPU_ISA=avx2 (or avx512, generic) runs that variant of both; by default the best the CPU has.
+#   YIRAGE_CPU_ISA=avx2 (or avx512, avx512_bf16, generic) runs that variant of both (a commit without it runs its
+#   widest); by default the best the CPU has.
 # Build directory: build/kernel_ab (AB_DIR to change). Needs g++ with C++20.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -37,8 +37,8 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
 bool torch_has_native_half_gemm(at::ScalarType t) {
 #if YR_X86_CPUID
   static const bool ne_convert = k::best_isa() >= k::Isa::avx2 && cpuid_bit(7, 1, 3, 5);  // EDX bit 5
-  static const bool avx512fp16 = k::best_isa() == k::Isa::avx512 && cpuid_bit(7, 0, 3, 23);
-  static const bool avx512 = k::best_isa() == k::Isa::avx512;
+  static const bool avx512fp16 = k::best_isa() >= k::Isa::avx512 && cpuid_bit(7, 0, 3, 23);
+  static const bool avx512 = k::best_isa() >= k::Isa::avx512;
   return ne_convert || (t == at::kBFloat16 ? avx512 : avx512fp16);
 #else
   (void)t;

@@ -101,7 +101,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "yirage_ext native library (ops register with torch.ops.yirage on import; backend registry)";
 
   m.def("cpu_isa", [] { return k::isa_name(k::active_isa()); },
-        "The CPU kernel variant in use: 'generic', 'avx2' or 'avx512'.");
+        "The CPU kernel variant in use: 'generic', 'avx2', 'avx512' or 'avx512_bf16'.");
   m.def("cpu_best_isa", [] { return k::isa_name(k::best_isa()); },
         "The widest CPU kernel variant this CPU supports.");
   m.def(
@@ -109,7 +109,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       [](py::object arg) {
         k::Isa isa;
         if (!py::isinstance<py::str>(arg) || !k::parse_isa(arg.cast<std::string>().c_str(), &isa)) {
-          throw py::value_error("set_cpu_isa: expected one of 'generic', 'avx2', 'avx512', got " +
+          throw py::value_error("set_cpu_isa: expected one of 'generic', 'avx2', 'avx512', 'avx512_bf16', got " +
                                 py::repr(arg).cast<std::string>());
         }
         if (!k::set_isa(isa)) {

@@ -16,7 +16,7 @@ Isa detect() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("fma")) {
-    return Isa::avx512;
+    return __builtin_cpu_supports("avx512bf16") ? Isa::avx512_bf16 : Isa::avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
@@ -49,12 +49,13 @@ const char* isa_name(Isa isa) {
     case Isa::generic: return "generic";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::avx512_bf16: return "avx512_bf16";
   }
   return "unknown";
 }
 
 bool parse_isa(const char* name, Isa* out) {
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
     if (std::strcmp(name, isa_name(isa)) == 0) {
       *out = isa;
       return true;

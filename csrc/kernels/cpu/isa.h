@@ -3,16 +3,18 @@
 // One build runs everywhere: each kernel body is compiled once per instruction set in the same
 // translation unit (see target.h) and the variant is chosen at run time from what the CPU supports.
 // The choice can be narrowed (never widened past what the CPU has) with the environment variable
-// YIRAGE_CPU_ISA=generic|avx2|avx512, read once, or with set_isa() at run time (tests use it to check
+// YIRAGE_CPU_ISA=generic|avx2|avx512|avx512_bf16, read once, or with set_isa() at run time (tests use it to check
 // every variant on one machine).
 #pragma once
 
 namespace yirage::kernels::cpu {
 
-enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2 };
+// Each variant needs the CPU features of the one before it: avx512_bf16 is the avx512 code with bf16 results rounded
+// by AVX512-BF16's conversion instructions (the same bits).
+enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 
 const char* isa_name(Isa isa);
-// Parses "generic", "avx2", "avx512"; returns false for anything else.
+// Parses "generic", "avx2", "avx512", "avx512_bf16"; returns false for anything else.
 bool parse_isa(const char* name, Isa* out);
 // The widest variant this CPU (and OS) supports, ignoring any override.
 Isa best_isa();

@@ -28,3 +28,4 @@
 
 #define YR_AVX2_TARGET "avx2,fma,f16c"
 #define YR_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
+#define YR_AVX512_BF16_TARGET "avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
