@@ -101,6 +101,8 @@ template <> struct Decode<128> { using type = FwdConfig<128, 1, 1, 4, 64, 3>; };
 template <> struct Decode<256> { using type = FwdConfig<256, 1, 1, 2, 32>; };
 
 constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
+// bytes of K / V loads in flight per SM that the decode splits aim at (attention_forward_splits)
+constexpr int64_t kDecodeInflight = int64_t(64) << 10;
 constexpr int kMaxGridZ = 65535;
 
 bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q <= kDecodeRows; }
@@ -108,6 +110,7 @@ bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q
 // What the split heuristic needs of a configuration: blocks per split, key tiles, resident blocks per SM.
 struct SplitInputs {
   int64_t blocks = 0, key_tiles = 0, resident = 1;
+  int64_t inflight = 1;  // bytes of K / V tiles a block has in flight (kStages - 1 tiles of each)
 };
 
 template <typename Cfg>
@@ -116,6 +119,7 @@ SplitInputs split_inputs(const AttentionShape& s) {
   const int64_t rows = s.heads_q / s.heads_k * s.seq_q;
   in.blocks = (rows + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads_k * s.batch;
   in.key_tiles = (s.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  in.inflight = int64_t(Cfg::kStages - 1) * 2 * Cfg::kTileKV;
   // resident blocks per multiprocessor of the current device (the same for fp16 and bf16), asked once
   static const int resident = [] {
     auto kernel = flash_attention_fwd_kernel<bf16, Cfg>;
@@ -278,7 +282,20 @@ int attention_forward_splits(const AttentionShape& s, int sm_count) {
     case 256: in = is_decode(s) ? split_inputs<Decode<256>::type>(s) : split_inputs<Prefill<256>::type>(s); break;
     default: return 1;
   }
-  // FlashAttention-2's rule: no split when the grid nearly fills the GPU; otherwise the fewest splits whose
+  if (is_decode(s)) {
+    // Decoding reads K and V once and is bound by memory: as many splits as give each SM about kDecodeInflight
+    // bytes of K / V loads in flight (one block of the D = 128 configuration, two of D = 64 or 256), but for short
+    // key ranges no more than one block per SM where that would leave splits under 4 * per_sm key tiles long (the
+    // merge of many short splits costs more than it overlaps). H200, bf16, against the prefill rule below:
+    // B x Sk (Hq 32, Hk 8) D=128 1x1024 12.0 -> 10.8 us, 1x8192 21.8 -> 20.2, 16x1024 29.5 -> 27.6, 16x8192 134.3
+    // -> 132.2; D=256 8x8192 137.3 -> 136.3, 32x1024 85.2 -> 74.9, 4x32768 256.2 -> 252.5; D=64 4x32768 77.8 -> 76.6,
+    // the rest level (benchmarks/results/cuda-attention-decode-splits-h200-2026-11-27.md).
+    const int64_t per_sm = std::max<int64_t>(1, kDecodeInflight / in.inflight);
+    const int64_t cap = std::max<int64_t>(sm_count / in.blocks, in.key_tiles / (4 * per_sm));
+    const int64_t n = std::min<int64_t>(sm_count * per_sm / in.blocks, cap);
+    return static_cast<int>(std::clamp<int64_t>(n, 1, std::min<int64_t>(128, in.key_tiles)));
+  }
+  // Prefill, FlashAttention-2's rule: no split when the grid nearly fills the GPU; otherwise the fewest splits whose
   // waves of blocks are as full as the best (each split at least 4 key tiles long, at most 128 splits).
   const int64_t slots = static_cast<int64_t>(sm_count) * in.resident;
   if (in.blocks * 5 >= slots * 4) return 1;
