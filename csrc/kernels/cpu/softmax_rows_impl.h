@@ -70,8 +70,8 @@ inline typename V::acc_t pack_row_max(const T* x, int64_t n, typename V::acc_t p
 // answer). One vector per iteration with AVX2: the exp's constants take most of its 16 registers, and
 // unrolling spills the sum, whose store-reload latency then bounds the loop. AVX-512 (32 registers): two vectors
 // and two sums a step, fp32 1.04-1.05x (one thread in cache, Zen 5; a different summation order: 3595 of 65536
-// log_softmax results one ulp off the one-sum loop, softmax up to 3), 16-bit 1.01-1.03x; four: no faster. For a 16-bit T, vexp_for's
-// lower-degree exp (relative error 5.3e-6; the sum stays fp32): 2 of about 25 instructions per vector, AVX2
+// log_softmax results one ulp off the one-sum loop, softmax up to 3), 16-bit 1.01-1.03x; four: no faster. For a
+// 16-bit T, vexp_for's lower-degree exp (relative error 5.3e-6; the sum stays fp32): 2 of about 25 instructions per vector, AVX2
 // bf16 rows of 1024 / 4096 1.10x to 1.16x (one thread, in cache); results off by one ulp where they were not:
 // 58 (bf16) and 466 (fp16) of 542020 softmax values, 0 and 11 log_softmax (rows of 1 to 4096, masked and
 // special rows; the largest error against float64 unchanged).
