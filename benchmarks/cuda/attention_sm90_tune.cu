@@ -1,7 +1,7 @@
 // Tuning harness of the Hopper attention forward (not part of the library): the wgmma kernel of
 // attention_fwd_sm90.cuh against the sm_80-class prefill kernel on the same inputs, both checked against a naive
 // fp32 reference and timed back to back. Build for sm_90a (USAGE_GUIDE.md). Usage: attention_sm90_tune D B Hq Hk
-// Sq Sk causal iters
+// Sq Sk causal iters [variants to run, bits: fa2 1, sm90 2, var 4; default 7]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -60,7 +60,7 @@ __global__ void ref(const bf16* q, const bf16* k, const bf16* v, float* out, int
 
 
 template <int D>
-int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
+int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters, int mask) {
   int64_t nq = (int64_t)B * Hq * Sq * D, nk = (int64_t)B * Hk * Sk * D;
   bf16 *q, *k, *v, *o; float *lse, *lse2;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2)); CK(cudaMalloc(&o, nq * 2));
@@ -81,6 +81,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
   std::vector<float> hl1((int64_t)B * Hq * Sq), hl2((int64_t)B * Hq * Sq);
   const char* names[3] = {"fa2 ", "sm90", "var "};
   for (int which = 0; which < 3; ++which) {
+    if (!(mask >> which & 1)) continue;
     a.lse = which ? lse2 : lse;
     auto launch = [&]() {
       switch (which) {
@@ -113,7 +114,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
     const int overlap = which == 0 ? 0 : which == 1 ? (causal ? Ship<D, true>::kOverlap : Ship<D, false>::kOverlap) : VarCfg<D>::kOverlap;
     printf("%s BN%d stages%d overlap%d D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | %.4f ms %.1f TFLOP/s | maxerr %s%.2e bad %lld\n", names[which], bn, stages, overlap, D, B, Hq, Hk, Sq, Sk,
            (int)causal, ms, flops / ms / 1e9, check ? "" : "(unchecked) ", err, (long long)bad);
-    if (which > 0) {
+    if (which > 0 && (mask & 1)) {
       CK(cudaMemcpy(hl1.data(), lse, hl1.size() * 4, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(hl2.data(), lse2, hl2.size() * 4, cudaMemcpyDeviceToHost));
       double lerr = 0;
@@ -126,8 +127,8 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 9) { printf("usage: attention_sm90_tune D B Hq Hk Sq Sk causal iters\n"); return 2; }
+  if (argc < 9) { printf("usage: attention_sm90_tune D B Hq Hk Sq Sk causal iters [variants: bits fa2 1, sm90 2, var 4]\n"); return 2; }
   int D = atoi(argv[1]), B = atoi(argv[2]), Hq = atoi(argv[3]), Hk = atoi(argv[4]), Sq = atoi(argv[5]), Sk = atoi(argv[6]);
-  bool causal = atoi(argv[7]); int iters = atoi(argv[8]);
-  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters) : D == 256 ? run<256>(B, Hq, Hk, Sq, Sk, causal, iters) : run<128>(B, Hq, Hk, Sq, Sk, causal, iters);
+  bool causal = atoi(argv[7]); int iters = atoi(argv[8]); int mask = argc > 9 ? atoi(argv[9]) : 7;
+  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters, mask) : D == 256 ? run<256>(B, Hq, Hk, Sq, Sk, causal, iters, mask) : run<128>(B, Hq, Hk, Sq, Sk, causal, iters, mask);
 }

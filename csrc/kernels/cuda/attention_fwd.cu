@@ -237,7 +237,9 @@ bool sm90_forward_ready() {
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
-  if (a.num_splits <= 1 && sm90_forward_ready()) {
+  // the Hopper kernel's 32-bit row arithmetic: fewer than 2^31 stacked rows per key/value head
+  const bool rows_fit = a.shape.heads_q / a.shape.heads_k * a.shape.seq_q < (int64_t(1) << 31);
+  if (a.num_splits <= 1 && rows_fit && sm90_forward_ready()) {
     return a.shape.causal ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
                           : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
   }

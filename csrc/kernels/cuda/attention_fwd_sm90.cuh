@@ -79,17 +79,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   extern __shared__ __align__(1024) unsigned char smem_raw[];
 
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  const int64_t tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest rows first
+  const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest rows first
   const int hk = blockIdx.y;
   const int b = p.batch_offset + blockIdx.z;
-  const int64_t R = p.rows, m0 = tile * kBlockM;
-  const int64_t row_end = std::min<int64_t>(m0 + kBlockM, R);
+  // Row indices in 32 bits (the launcher keeps R under 2^31): fewer registers and instructions than 64-bit ones.
+  const int R = static_cast<int>(p.rows), m0 = tile * kBlockM;
+  const int row_end = std::min(m0 + kBlockM, R);
   const int sq = p.seq_q, sk = p.seq_k;
 
   int i_min = 0, i_max = sq - 1;  // the query positions the tile spans
   if (m0 / sq == (row_end - 1) / sq) {
-    i_min = static_cast<int>(m0 % sq);
-    i_max = static_cast<int>((row_end - 1) % sq);
+    i_min = m0 % sq;
+    i_max = (row_end - 1) % sq;
   }
   int key_end = sk;  // keys at or past key_end are hidden from every row of the tile
   if (p.causal) key_end = std::max(0, std::min(sk, i_max + sk - sq + 1));
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
     const T* qg = static_cast<const T*>(p.q) + b * p.q_b + static_cast<int64_t>(hk) * p.group * p.q_h;
     for (int c = tid & 127; c < 64 * kChunks; c += 128) {
       const int row = wg * 64 + c / kChunks, ch = c % kChunks;
-      const int64_t r = m0 + row;
+      const int r = m0 + row;
       const bool valid = r < R;
       const T* src = valid ? qg + (r / sq) * p.q_h + (r % sq) * p.q_s + ch * 8 : static_cast<const T*>(p.q);
       cp_async_16(s_q + sw128_offset(row, ch, kBlockM), src, valid);
@@ -167,8 +168,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   int last_key[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t r = m0 + row_in_tile + h * 8;
-    const int i = static_cast<int>(r % sq);
+    const int r = m0 + row_in_tile + h * 8;
+    const int i = r % sq;
     last_key[h] = r >= R ? -1 : (p.causal ? std::min(sk - 1, i + sk - sq) : sk - 1);
   }
 
@@ -359,7 +360,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
       const uint32_t addr = s_q + sw128_offset(row, dt, kBlockM) + (lane & 3) * 4;
       asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
     }
-    const int64_t r = m0 + row;
+    const int r = m0 + row;
     if ((lane & 3) == 0 && r < R && p.lse != nullptr) {
       p.lse[out_row0 + r] = l > 0.f ? (row_max[h] + __log2f(l)) * kLn2 : -INFINITY;
     }
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   named_sync(1 + kWG + wg, 128);
   for (int c = tid & 127; c < 64 * kChunks; c += 128) {
     const int row = wg * 64 + c / kChunks, ch = c % kChunks;
-    const int64_t r = m0 + row;
+    const int r = m0 + row;
     if (r >= R) continue;
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
