@@ -255,6 +255,21 @@ struct FastDiv {
 // The launch's error (cudaSuccess when the kernel was queued).
 inline cudaError_t launch_status() { return cudaGetLastError(); }
 
+// Programmatic dependent launch (compute capability 9.0 and up; no-ops elsewhere and on ROCm). A kernel launched
+// with launch_dependent() may be scheduled as soon as every block of the kernel before it on the stream has called
+// pdl_launch_dependents() (or exited); it must call pdl_wait() before it reads what that kernel wrote: the wait
+// returns once that grid has completed and its memory is visible.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace yirage::kernels::cuda
 
 // Runs the statement with `T` bound to the element type of `dtype`; an unknown dtype returns

@@ -73,6 +73,7 @@ constexpr bool ln_bwd_staged(int nv, bool two) {
 // (stages = 0). Only the gradient accumulators live in registers across rows.
 template <typename T, int NV, bool kTwo = false>
 __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr, int stages) {
+  pdl_launch_dependents();  // the column sums' blocks may be scheduled (they wait for this grid's end)
   using A = float;
   constexpr int V = kVec<T>;
   constexpr bool kStaged = ln_bwd_staged<T>(NV, kTwo);

@@ -24,6 +24,7 @@ __device__ __forceinline__ void add_moments(A (&s)[4], const Vec<T, V>& x, const
 // ---------------------------------------------------------------- backward, long-row path
 template <typename T, int V>
 __global__ void __launch_bounds__(1024) ln_bwd_general(LayerNormBackward p) {
+  pdl_launch_dependents();
   using A = acc_t<T>;
   __shared__ A smem[1024 / kWarpSize * 4];
   const int64_t nv = p.cols / V;

@@ -166,6 +166,7 @@ template <typename T, typename A, int W, int X, int Y>
 __global__ void __launch_bounds__(X * Y)
     colsum_kernel(const A* __restrict__ part, int64_t parts, int64_t cols, T* __restrict__ out0, T* __restrict__ out1) {
   __shared__ Vec<A, W> red[Y][X];
+  pdl_wait();  // launched early (launch_dependent): the partial rows are complete from here
   const A* pg = part + int64_t(blockIdx.y) * parts * cols;
   T* out = blockIdx.y == 0 ? out0 : out1;
   const int64_t c = (int64_t(blockIdx.x) * X + threadIdx.x) * W;  // W divides cols
@@ -215,6 +216,32 @@ __global__ void __launch_bounds__(X * Y)
 // 90.5 us, 65536x1024 146.4 -> 142.2); rms_norm's one sum 0.5-1.5 us slower that way and with a tree over 16
 // slices, so one gradient keeps the element-wise launch and its serial sum of the slices
 // (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
+// Launches kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent launch of the kernel before it
+// on the stream where the device supports it (compute capability 9.0 and up; the kernel calls pdl_wait() before
+// reading that kernel's results): its blocks are scheduled while that kernel's last blocks finish, instead of
+// after, and its launch latency overlaps them. Elsewhere, and on ROCm, a plain launch.
+template <typename... P, typename... Args>
+inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t stream,
+                                    Args... args) {
+#if !YIRAGE_HIP
+  if (device_attribute(cudaDevAttrComputeCapabilityMajor, -6, 0) >= 9) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+  }
+#endif
+  kernel<<<grid, block, 0, stream>>>(static_cast<P>(args)...);
+  return launch_status();
+}
+
 template <typename T, typename A>
 inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out0, T* out1, cudaStream_t stream) {
   constexpr int W = 16 / sizeof(A);
@@ -222,13 +249,11 @@ inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out0, T
   if (grads == 2 && cols % W == 0 && aligned(part, 16)) {
     constexpr int X = 8, Y = 64;
     const dim3 grid(unsigned((cols / W + X - 1) / X), grads);
-    colsum_kernel<T, A, W, X, Y><<<grid, dim3(X, Y), 0, stream>>>(part, parts, cols, out0, out1);
-  } else {
-    constexpr int X = 32, Y = 16;
-    const dim3 grid(unsigned((cols + X - 1) / X), grads);
-    colsum_kernel<T, A, 1, X, Y><<<grid, dim3(X, Y), 0, stream>>>(part, parts, cols, out0, out1);
+    return launch_dependent(colsum_kernel<T, A, W, X, Y>, grid, dim3(X, Y), stream, part, parts, cols, out0, out1);
   }
-  return launch_status();
+  constexpr int X = 32, Y = 16;
+  const dim3 grid(unsigned((cols + X - 1) / X), grads);
+  return launch_dependent(colsum_kernel<T, A, 1, X, Y>, grid, dim3(X, Y), stream, part, parts, cols, out0, out1);
 }
 
 // Vectors per thread whose partial parameter-gradient sums a long-row backward over V-element vectors of

@@ -176,16 +176,19 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
 // bound to ptxas (the bf16 4-vector forward got 86 registers with (512, 1) against 64 with (512)).
 template <typename T, int NV>
 __global__ void __launch_bounds__(512) rms_bwd_regs(RmsNormBackward p, int tpr, int stages) {
+  pdl_launch_dependents();  // the column sums' blocks may be scheduled (they wait for this grid's end)
   rms_bwd_rows<T, NV>(p, tpr, stages);
 }
 template <typename T>
 __global__ void __launch_bounds__(512, 2) rms_bwd_regs2(RmsNormBackward p, int tpr, int stages) {
+  pdl_launch_dependents();
   rms_bwd_rows<T, 2>(p, tpr, stages);
 }
 
 // ---------------------------------------------------------------- backward, long-row path
 template <typename T, int V>
 __global__ void __launch_bounds__(1024) rms_bwd_general(RmsNormBackward p) {
+  pdl_launch_dependents();
   using A = acc_t<T>;
   __shared__ A smem[1024 / kWarpSize * 2];
   const int64_t nv = p.cols / V;
