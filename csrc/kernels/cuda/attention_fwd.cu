@@ -237,9 +237,7 @@ bool sm90_forward_ready() {
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
-  // the Hopper kernel's 32-bit row arithmetic: fewer than 2^31 stacked rows per key/value head
-  const bool rows_fit = a.shape.heads_q / a.shape.heads_k * a.shape.seq_q < (int64_t(1) << 31);
-  if (a.num_splits <= 1 && rows_fit && sm90_forward_ready()) {
+  if (a.num_splits <= 1 && sm90_forward_ready()) {
     return a.shape.causal ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
                           : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
   }
@@ -321,6 +319,8 @@ cudaError_t attention_forward(const AttentionForward& a, cudaStream_t stream) {
   if (s.heads_k <= 0 || s.heads_q % s.heads_k != 0 || (a.num_splits > 1 && (!a.split_out || !a.split_lse))) {
     return cudaErrorInvalidValue;
   }
+  // the kernels' 32-bit row indices (as the backward's): stacked query rows per key/value head and Sk under 2^31
+  if (s.heads_q / s.heads_k * s.seq_q > 0x7fffffff - 256 || s.seq_k > 0x7fffffff - 256) return cudaErrorInvalidValue;
   switch (s.dtype) {
     case DType::bf16: return forward_typed<bf16>(a, stream);
     case DType::f16: return forward_typed<f16>(a, stream);
