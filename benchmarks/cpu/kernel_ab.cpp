@@ -235,6 +235,8 @@ int main(int argc, char** argv) {
   norms<float>(reps, filter, 64, 1024);
   norms<bf16>(reps, filter, 64, 1024);
   norms<f16>(reps, filter, 64, 1024);
+  norms<bf16>(reps, filter, 16, 4096);
+  norms<f16>(reps, filter, 16, 4096);
   softmaxes<float>(reps, filter, 64, 1024);
   softmaxes<bf16>(reps, filter, 64, 1024);
   softmaxes<f16>(reps, filter, 64, 1024);

@@ -20,14 +20,18 @@ inline typename V::acc_t sum_squares(const T* x, int64_t n) {
   return (a0 + a1).sum();
 }
 
-// h = x + r rounded to T, written out; returns the sum of squares of the rounded h. The bf16 loops of this file
-// go two vectors at a time through load_pair_x / store_pair_x (one unpack per vector loaded instead of a widen
+// h = x + r rounded to T, written out; returns the sum of squares of the rounded h, summed as sum_squares(h) sums
+// it (two accumulators over load_pair_x's lanes, then unpair_x): the same value bit for bit. The bf16 loops of this
+// file go two vectors at a time through load_pair_x / store_pair_x (one unpack per vector loaded instead of a widen
 // and a shift, one pack per two stored with no permute): the same bits, and in one thread in cache (rows of
-// 1024 / 4096) bf16 rms_norm with weight 1.27-1.33x, fused_add_rms_norm 1.40-1.45x; fp32 / fp16 unchanged in speed
+// 1024 / 4096) bf16 rms_norm with weight 1.27-1.33x, fused_add_rms_norm 1.40-1.45x. The rounded pair is read back
+// the way it was stored (bf16: one 64-byte load of the 64 bytes just written), not as two halves into one
+// accumulator as before: one thread in cache, rows of 1024 bf16 1.30x, fp16 1.15x, rows of 4096 1.06-1.09x (in some
+// builds of the A/B harness the old loop took 18 us for 16 bf16 rows of 4096 instead of 6.8; the new one 5.5-6.4).
 template <typename V, typename T>
 inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n) {
   constexpr int W = V::W;
-  V acc = V::zero();
+  V a0 = V::zero(), a1 = V::zero();
   int64_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
     V x0, x1, r0, r1;
@@ -35,22 +39,22 @@ inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n
     load_pair_x(r + i, r0, r1);
     V v0 = x0 + r0, v1 = x1 + r1;
     store_pair_x(v0, v1, h + i);
-    // the one accumulator takes h in order, so reloaded through load (fp32: h is x + r as it stands)
-    if constexpr (!std::is_same_v<T, typename V::acc_t>) { v0 = V::load(h + i); v1 = V::load(h + i + W); }
-    acc = V::fma(v0, v0, acc);
-    acc = V::fma(v1, v1, acc);
+    if constexpr (!std::is_same_v<T, typename V::acc_t>) load_pair_x(h + i, v0, v1);  // (fp32: h is x + r)
+    a0 = V::fma(v0, v0, a0);
+    a1 = V::fma(v1, v1, a1);
   }
+  unpair_x<T>(a0, a1);
   for (; i + W <= n; i += W) {
     (V::load(x + i) + V::load(r + i)).store(h + i);
     V v = V::load(h + i);
-    acc = V::fma(v, v, acc);
+    a0 = V::fma(v, v, a0);
   }
   if (i < n) {
     store_n(load_n<V>(x + i, n - i) + load_n<V>(r + i, n - i), h + i, n - i);
     V v = load_n<V>(h + i, n - i);
-    acc = V::fma(v, v, acc);
+    a1 = V::fma(v, v, a1);
   }
-  return acc.sum();
+  return (a0 + a1).sum();
 }
 
 template <typename V, typename T, bool kWeight>
