@@ -45,11 +45,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % Cfg::kWarpsM, warp_n = warp / Cfg::kWarpsM;
-  // causal: the longest rows (the last tiles) first, so the short ones fill the tail
   // Row indices: 32-bit in the decode configurations (attention_forward keeps R + kBlockM under 2^31; fewer
   // instructions: H200, D = 128, 1 x 1024 keys 8.1 -> 7.8 us); 64-bit in the prefill ones, where ptxas spilled
   // 60-100 bytes with 32-bit ones (8 with 64-bit) and B4 H32 S4096 ran 6% slower.
   using Row = std::conditional_t<(Cfg::kWarpsN > 1), int, int64_t>;
+  // causal: the longest rows (the last tiles) first, so the short ones fill the tail
   const Row tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int hk = blockIdx.y;
   const int b = p.batch_offset + blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;

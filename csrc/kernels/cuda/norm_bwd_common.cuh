@@ -209,13 +209,6 @@ __global__ void __launch_bounds__(X * Y)
   }
 }
 
-// Column sums of one or two gradients' partial rows (out1 null: one) in one launch. Two gradients of 16-byte rows:
-// 8 threads x 16 bytes across (128-byte row segments) and 64 slices of rows, so that a 1024-column gradient still
-// makes 32 blocks and a thread sums about parts / 64 rows; otherwise 32 columns x 16 slices, an element per thread.
-// H200, bf16, whole backward: layer_norm 1.5-4 us faster with its two sums in one 16-byte launch (4096x8192 92.1 ->
-// 90.5 us, 65536x1024 146.4 -> 142.2); rms_norm's one sum 0.5-1.5 us slower that way and with a tree over 16
-// slices, so one gradient keeps the element-wise launch and its serial sum of the slices
-// (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
 // Launches kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent launch of the kernel before it
 // on the stream where the device supports it (compute capability 9.0 and up; the kernel calls pdl_wait() before
 // reading that kernel's results): its blocks are scheduled while that kernel's last blocks finish, instead of
@@ -242,6 +235,13 @@ inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block,
   return launch_status();
 }
 
+// Column sums of one or two gradients' partial rows (out1 null: one) in one launch. Two gradients of 16-byte rows:
+// 8 threads x 16 bytes across (128-byte row segments) and 64 slices of rows, so that a 1024-column gradient still
+// makes 32 blocks and a thread sums about parts / 64 rows; otherwise 32 columns x 16 slices, an element per thread.
+// H200, bf16, whole backward: layer_norm 1.5-4 us faster with its two sums in one 16-byte launch (4096x8192 92.1 ->
+// 90.5 us, 65536x1024 146.4 -> 142.2); rms_norm's one sum 0.5-1.5 us slower that way and with a tree over 16
+// slices, so one gradient keeps the element-wise launch and its serial sum of the slices
+// (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
 template <typename T, typename A>
 inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out0, T* out1, cudaStream_t stream) {
   constexpr int W = 16 / sizeof(A);
