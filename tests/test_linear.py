@@ -57,7 +57,8 @@ def test_decode_shapes(device, dtype, act):
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
 def test_skinny_shapes(device, dtype, act):
-    for m, k, n in [(1, 8, 1), (7, 40, 15), (9, 136, 50), (16, 4104, 50), (17, 264, 33)]:
+    # N = 5000 and 13000: the kernel's 32- and 16-column launch shapes for many columns (on a GPU of 132 SMs)
+    for m, k, n in [(1, 8, 1), (7, 40, 15), (9, 136, 50), (16, 4104, 50), (17, 264, 33), (5, 72, 5000), (3, 48, 13000)]:
         inp = linear_inputs((m, k), n, dtype, seed=m * n + k)
         for bias in (inp.bias, None):
             what = f"M={m} K={k} N={n} bias={bias is not None}"

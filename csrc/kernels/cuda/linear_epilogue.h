@@ -47,8 +47,8 @@ int64_t linear_act_grad_splits(int64_t rows, int64_t cols);
 cudaError_t linear_act_grad(const LinearActGrad& p, cudaStream_t stream);
 
 // out (M, N) = act(x (M, K) @ w (N, K)^T + bias) in one kernel for M <= kLinearSkinnyMaxRows (fp16 / bf16, tensor
-// cores of the sm_80 class, fp32 accumulation): blocks of 16 output columns, each block's 16 warps splitting K and
-// reading the weight rows once with 16-byte loads; bias and activation applied to the fp32 sums before the one
+// cores of the sm_80 class, fp32 accumulation): blocks of 16 or 32 output columns, each block's warps splitting K
+// and reading the weight rows once with 16-byte loads; bias and activation applied to the fp32 sums before the one
 // rounding; pre (when set) receives z + bias rounded. Preconditions (linear_skinny_ok): x, w 16-byte aligned with
 // rows ldx / ldw elements apart (multiples of 8) and contiguous last dims, K a multiple of 8, out and pre
 // contiguous rows of N, bias contiguous. cudaErrorNotSupported on ROCm (the caller keeps the BLAS path there).
