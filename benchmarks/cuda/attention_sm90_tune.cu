@@ -9,8 +9,9 @@
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
 // `sm90`: the shipped configuration for the case's mask (Sm90Prefill in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
-// -DVAR_OVERLAP=0|1 -DVAR_WG=2|3 (consumer warpgroups) pick for D = 64 and 128 (defaults: the shipped one's key tile
-// and stages, overlap on, two warpgroups).
+// -DVAR_OVERLAP=0|1 -DVAR_WG=2|3 (consumer warpgroups) -DVAR_TMA=0|1 (K/V by the tensor memory accelerator) pick for
+// D = 64 and 128 (defaults: the shipped one's key tile and stages, overlap on, two warpgroups, cp.async); for
+// D = 256 only -DVAR_TMA.
 template <int D, bool kCausal> using Ship = typename Sm90Prefill<D, kCausal>::type;  // one per mask for D = 128
 template <int D> using Sm90Cfg = Ship<D, false>;  // the variants' defaults
 #ifndef VAR_BN
@@ -25,8 +26,13 @@ template <int D> using Sm90Cfg = Ship<D, false>;  // the variants' defaults
 #ifndef VAR_WG
 #define VAR_WG 2
 #endif
-template <int D> struct Var { using type = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, VAR_WG>; };
-template <> struct Var<256> { using type = Sm90Cfg<256>; };  // the variants are for D = 64 and 128
+#ifndef VAR_TMA
+#define VAR_TMA 0
+#endif
+template <int D> struct Var { using type = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, VAR_WG, VAR_TMA>; };
+template <> struct Var<256> {  // for D = 256 only the TMA choice varies
+  using type = Sm90FwdConfig<256, Sm90Cfg<256>::kBlockN, Sm90Cfg<256>::kStages, false, 2, VAR_TMA>;
+};
 template <int D> using VarCfg = typename Var<D>::type;
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
 #define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)

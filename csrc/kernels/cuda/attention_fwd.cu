@@ -23,6 +23,9 @@ cudaError_t attention_forward(const AttentionForward&, cudaStream_t) { return cu
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
+
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include "attention_fwd_kernel.cuh"
 #include "attention_fwd_sm90.cuh"
@@ -200,14 +203,66 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
 // level at 4096); causal, 128-key tiles in three stages with the overlap (176 was level). D = 64: 128-key tiles in
 // three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than two; 160 registers, 44
 // bytes of spills). D = 256: 64-key tiles in two stages (3 x 64 KB would not fit), no overlap (2-7% slower there).
+// K/V tiles by the tensor memory accelerator (kTma) for D = 64 and the causal D = 128 and 256 configurations
+// (H200, kernel alone, B4 H32 S4096 unless named, TFLOP/s: causal D128 541-543 -> 566-579, S2048 441-446 ->
+// 467-474; D64 464-471 -> 491-495, causal 394 -> 416; causal D256 (H16) 554 -> 565-572); the producer warpgroup's
+// cp.async copies elsewhere, where TMA was level or slower (D128 without a mask: 614-625 -> 571-579 with these
+// tiles, 588-637 with 128-key tiles in three stages and the overlap; D256 S4096 618-627 -> 600-616)
+// (benchmarks/results/cuda-attention-fwd-tma-h200-2026-11-27.md).
 template <int kD, bool kCausal> struct Sm90Prefill;
-template <bool kCausal> struct Sm90Prefill<64, kCausal> { using type = Sm90FwdConfig<64, 128, 3, true, 3>; };
+template <bool kCausal> struct Sm90Prefill<64, kCausal> { using type = Sm90FwdConfig<64, 128, 3, true, 3, true>; };
 template <> struct Sm90Prefill<128, false> { using type = Sm90FwdConfig<128, 176, 2, false>; };
-template <> struct Sm90Prefill<128, true> { using type = Sm90FwdConfig<128, 128, 3, true>; };
-template <bool kCausal> struct Sm90Prefill<256, kCausal> { using type = Sm90FwdConfig<256, 64, 2, false>; };
+template <> struct Sm90Prefill<128, true> { using type = Sm90FwdConfig<128, 128, 3, true, 2, true>; };
+template <> struct Sm90Prefill<256, false> { using type = Sm90FwdConfig<256, 64, 2, false>; };
+template <> struct Sm90Prefill<256, true> { using type = Sm90FwdConfig<256, 64, 2, false, 2, true>; };
+
+// The driver's cuTensorMapEncodeTiled (through the runtime: no link to the driver library), null if unavailable.
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiled(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// A tensor map of K or V ((B, Hk, Sk, D) with the operand's strides) for the Hopper forward's TMA producer: boxes
+// of 64 columns (one 128-byte swizzled panel) x `rows` keys, rows past Sk read as zeros. False if it cannot be made.
+bool kv_tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionShape& s, bool is_bf16, int rows) {
+  const EncodeTiled enc = encode_tiled();
+  if (enc == nullptr) return false;
+  constexpr uint64_t kEs = 2;
+  // strides in bytes of dims 1..3; the operand gives 0 for a size-1 dim, where any multiple of 16 does
+  const uint64_t row = s.seq_k > 1 && t.seq_stride > 0 ? t.seq_stride * kEs : s.head_dim * kEs;
+  const uint64_t head = s.heads_k > 1 && t.head_stride > 0 ? t.head_stride * kEs : row * s.seq_k;
+  const uint64_t batch = s.batch > 1 && t.batch_stride > 0 ? t.batch_stride * kEs : head * s.heads_k;
+  const cuuint64_t dims[4] = {cuuint64_t(s.head_dim), cuuint64_t(s.seq_k), cuuint64_t(s.heads_k),
+                              cuuint64_t(s.batch)};
+  const cuuint64_t strides[3] = {row, head, batch};
+  const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1};
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  return enc(map, is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+             const_cast<void*>(t.ptr), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
+  CUtensorMap tm_k{}, tm_v{};
+  if constexpr (Cfg::kTma) {
+    constexpr bool kBf16 = std::is_same_v<T, bf16>;
+    if (!kv_tensor_map(&tm_k, a.k, a.shape, kBf16, Cfg::kBlockN) ||
+        !kv_tensor_map(&tm_v, a.v, a.shape, kBf16, Cfg::kBlockN)) {
+      return launch_forward_sm90<T, typename Cfg::CpAsync>(a, stream);  // the producer warpgroup's copies instead
+    }
+  }
   auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
   if (e != cudaSuccess) return e;
@@ -218,7 +273,7 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.shape.heads_k),
                     static_cast<unsigned>(std::min<int64_t>(kMaxGridZ, a.shape.batch - b0)));
     {
-      kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+      kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p, tm_k, tm_v);
     }
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;

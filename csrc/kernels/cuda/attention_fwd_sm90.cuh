@@ -7,7 +7,9 @@
 //   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of
 //     swizzled shared memory (wgmma_sm90.cuh's layout) with cp.async; stage s is refilled once every consumer warp
 //     released it (mbarrier empty_k/v[s]); the copies' completion arrives on full_k/v[s]
-//     (cp.async.mbarrier.arrive).
+//     (cp.async.mbarrier.arrive). With kTma one thread of it loads each tile instead, a 64-column panel per
+//     tensor-memory-accelerator copy (the hardware's 128-byte swizzle is this layout; rows past Sk come back as
+//     zeros), and the bytes complete on full_k/v[s] (expect_tx).
 //   consumers (setmaxnreg up to kConsumerRegs): load their query rows, then per key tile wait for full_k/v,
 //     compute, release. The warpgroups take turns at the tensor cores in a ring (named barrier 1 + w: warpgroup w's
 //     turn, signalled by warpgroup w - 1): while one issues its products, the others run their softmax.
@@ -26,6 +28,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include <cuda.h>  // CUtensorMap
+
 #include "attention_fwd_config.cuh"
 #include "common.cuh"
 #include "mma_sm80.cuh"
@@ -34,9 +38,14 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-template <int kD_, int kBlockN_ = 128, int kStages_ = 2, bool kOverlap_ = false, int kWarpGroups_ = 2>
+template <int kD_, int kBlockN_ = 128, int kStages_ = 2, bool kOverlap_ = false, int kWarpGroups_ = 2,
+          bool kTma_ = false>
 struct Sm90FwdConfig {
   static constexpr int kD = kD_;
+  // K/V tiles loaded by the tensor memory accelerator (one thread of the producer warpgroup, a 64-column panel per
+  // copy; the launcher passes tensor maps of K and V) instead of the producer warpgroup's cp.async copies.
+  static constexpr bool kTma = kTma_;
+  using CpAsync = Sm90FwdConfig<kD_, kBlockN_, kStages_, kOverlap_, kWarpGroups_, false>;
   static constexpr int kWarpGroups = kWarpGroups_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per block
   static constexpr int kBlockN = kBlockN_;
@@ -66,7 +75,9 @@ struct Sm90FwdConfig {
 };
 
 template <typename T, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_attention_fwd_sm90_kernel(const FwdParams p, const __grid_constant__ CUtensorMap tm_k,
+                                    const __grid_constant__ CUtensorMap tm_v) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -106,8 +117,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
   auto empty_v = [&](int s) { return bars + (3 * kStages + s) * 8; };
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_k(s), 128);
-      mbar_init(full_v(s), 128);
+      mbar_init(full_k(s), Cfg::kTma ? 1 : 128);
+      mbar_init(full_v(s), Cfg::kTma ? 1 : 128);
       mbar_init(empty_k(s), 4 * Cfg::kWarpGroups);
       mbar_init(empty_v(s), 4 * Cfg::kWarpGroups);
     }
@@ -118,6 +129,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fwd_sm90_ker
     // Producer warpgroup: chunk `pt % kChunks` of rows pt / kChunks + i * kRowStep of every tile.
     setmaxnreg_dec<Cfg::kProducerRegs>();
     const int pt = tid - Cfg::kConsumers;
+    if constexpr (Cfg::kTma) {
+      if (pt != 0) return;
+      constexpr int kPanels = kD / 64;
+      constexpr uint32_t kBytes = Cfg::kTileKV;  // the whole box counts, rows past Sk (zeros) included
+      for (int nb = 0; nb < n_blocks; ++nb) {
+        const int s = nb % kStages;
+        const uint32_t parity = ((nb / kStages) & 1) ^ 1;
+        mbar_wait(empty_k(s), parity);
+        mbar_arrive_expect_tx(full_k(s), kBytes);
+#pragma unroll
+        for (int c = 0; c < kPanels; ++c) {
+          tma_load_4d(s_k + s * Cfg::kTileKV + c * kBlockN * 128, &tm_k, 64 * c, nb * kBlockN, hk, b, full_k(s));
+        }
+        mbar_wait(empty_v(s), parity);
+        mbar_arrive_expect_tx(full_v(s), kBytes);
+#pragma unroll
+        for (int c = 0; c < kPanels; ++c) {
+          tma_load_4d(s_v + s * Cfg::kTileKV + c * kBlockN * 128, &tm_v, 64 * c, nb * kBlockN, hk, b, full_v(s));
+        }
+      }
+      return;
+    }
     constexpr int kRowStep = 128 / kChunks, kIters = kBlockN / kRowStep;
     const int row0 = pt / kChunks, ch0 = pt % kChunks;
     const T* k_next = static_cast<const T*>(p.k) + b * p.k_b + hk * p.k_h + static_cast<int64_t>(row0) * p.k_s + ch0 * 8;

@@ -1,5 +1,6 @@
 // Hopper (sm_90a) synchronization and asynchronous memory operations: shared-memory barriers (mbarrier, including
-// the arrival of a thread's cp.async copies), named barriers, setmaxnreg, and bulk reductions into global memory.
+// the arrival of a thread's cp.async copies and of tensor-memory-accelerator loads), named barriers, setmaxnreg,
+// and bulk reductions into global memory.
 // Used by the sm_90a attention forward (attention_fwd_sm90.cuh) and backward (attention_bwd_sm90.cuh); included by
 // wgmma_sm90.cuh.
 //
@@ -36,6 +37,24 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
 #if YIRAGE_SM90A_DEVICE
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// One arrival on `bar` that also expects `bytes` more of asynchronous copies (tma_load_4d) on its current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// A box of a 4-D tensor (the tensor map `map`, a __grid_constant__ kernel parameter) at coordinates c0..c3 into
+// shared memory at `dst`, by the tensor memory accelerator; its bytes complete on `bar` (mbar_arrive_expect_tx).
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
+#if YIRAGE_SM90A_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
 #endif
 }
 // Waits until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once).
