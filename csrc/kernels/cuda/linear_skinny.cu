@@ -169,9 +169,13 @@ cudaError_t linear_skinny_launch(const LinearSkinny& p, cudaStream_t stream) {
 // Blocks of SkinnyNarrowN where they all fit in one wave, else of SkinnyMidN (32 columns) where those do, else
 // SkinnyWideN. H200, bf16, M = 1 / 16, K = 4096 unless given, kernel alone (benchmarks/cuda/linear_skinny_tune.cu), us:
 // SkinnyMidN at N = 4352 19.5 against 20.4, 6144 21.7 / 22.1, 11008 30.0 / 33.2, N x K = 6144 x 1024 9.9 / 11.3,
-// 8192 x 14336 70.7 / 69.5 (the one loss); SkinnyWideN at N = 14336 38.2 / 41.9 and 28672 70.1 / 73.3.
+// 8192 x 14336 70.7 / 69.5 (the one loss); SkinnyWideN at N = 14336 38.2 / 41.9 and 28672 70.1 / 73.3. On an H100
+// (less DRAM bandwidth per SM: 25 against 36 GB/s) the partial wave costs less and the other shapes did not pay
+// (1 x 28672 x 4096 93.8 against 91.7, 11008 40.1 / 39.9; 16 x 14336 x 4096 51.4 / 52.1): SkinnyNarrowN there, and
+// wherever a device has under 30 GB/s per SM (benchmarks/results/cuda-linear-skinny-waves-h200-2026-11-27.md).
 template <typename T>
 cudaError_t linear_skinny_run(const LinearSkinny& p, cudaStream_t stream) {
+  if (norm::dram_gbs_per_sm() < 30.0) return linear_skinny_launch<T, SkinnyNarrowN>(p, stream);
   const int64_t sms = norm::sm_count();
   const auto fits = [&](auto kernel, int warps, int cols) {
     return (p.n + cols - 1) / cols <= sms * norm::blocks_per_sm(kernel, warps * 32, 0);
