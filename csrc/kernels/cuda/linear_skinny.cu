@@ -28,7 +28,7 @@ cudaError_t linear_skinny(const LinearSkinny&, cudaStream_t) { return cudaErrorN
 
 #include "linear_act.cuh"
 #include "mma_sm80.cuh"
-#include "norm_common.cuh"  // sm_count
+#include "norm_common.cuh"  // sm_count, blocks_per_sm, dram_gbs_per_sm
 
 namespace yirage::kernels::cuda {
 namespace {
