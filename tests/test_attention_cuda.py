@@ -290,6 +290,22 @@ def test_cuda_misaligned_and_odd_strides(dtype):
         check_grads(*variant, True)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_cuda_expanded_kv(head_dim):
+    # k / v expanded (stride 0) over heads, over the sequence, and over the batch: read in place by the native
+    # kernels (the Hopper forward's tensor-memory-accelerator maps included), as if materialized
+    q, k, v = make(2, 8, 4, 300, 257, head_dim, torch.bfloat16, seed=17)
+    variants = [(k[:, :1].expand(k.shape), v[:, 1:2].expand(v.shape)),
+                (k[:, :, 5:6].expand(k.shape), v),
+                (k[:1].expand(k.shape), v[1:].expand(v.shape))]
+    assert all(0 in (kx.stride(0), kx.stride(1), kx.stride(2)) for kx, _ in variants)
+    for kx, vx in variants:
+        for causal in (False, True):
+            out, _ = check_forward(q, kx, vx, causal)
+            want = OPS.attention(q, kx.contiguous(), vx.contiguous(), causal, None)
+            torch.testing.assert_close(out, want, atol=0, rtol=0)
+
+
 # ---- edge cases ----
 
 @pytest.mark.parametrize("dtype", HALF + [torch.float32], ids=dtype_id)

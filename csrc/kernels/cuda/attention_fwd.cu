@@ -238,10 +238,13 @@ bool kv_tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionS
   const EncodeTiled enc = encode_tiled();
   if (enc == nullptr) return false;
   constexpr uint64_t kEs = 2;
-  // strides in bytes of dims 1..3; the operand gives 0 for a size-1 dim, where any multiple of 16 does
-  const uint64_t row = s.seq_k > 1 && t.seq_stride > 0 ? t.seq_stride * kEs : s.head_dim * kEs;
-  const uint64_t head = s.heads_k > 1 && t.head_stride > 0 ? t.head_stride * kEs : row * s.seq_k;
-  const uint64_t batch = s.batch > 1 && t.batch_stride > 0 ? t.batch_stride * kEs : head * s.heads_k;
+  // strides in bytes of dims 1..3, as the operand gives them (0 for an expanded dim: every index reads the same
+  // rows; a map that cannot take it falls back), except for a size-1 dim (0 in the operand), where any nonzero
+  // multiple of 16 does
+  const auto nonzero = [](uint64_t v) { return v > 0 ? v : uint64_t{16}; };
+  const uint64_t row = s.seq_k > 1 ? t.seq_stride * kEs : s.head_dim * kEs;
+  const uint64_t head = s.heads_k > 1 ? t.head_stride * kEs : nonzero(row * s.seq_k);
+  const uint64_t batch = s.batch > 1 ? t.batch_stride * kEs : nonzero(head * s.heads_k);
   const cuuint64_t dims[4] = {cuuint64_t(s.head_dim), cuuint64_t(s.seq_k), cuuint64_t(s.heads_k),
                               cuuint64_t(s.batch)};
   const cuuint64_t strides[3] = {row, head, batch};
