@@ -44,10 +44,11 @@ def aten_ops_called(fn):
     return {e.name for e in prof.function_events}
 
 
-def run_python(code=None, args=(), timeout=300, cwd=None):
+def run_python(code=None, args=(), timeout=300, cwd=None, env_extra=None):
     """Runs `python -c code` (or `python *args`) in a fresh process from a neutral directory, importing the
     yirage_ext this process imported (the installed wheel under `make test`, the checkout with PYTHONPATH):
-    never the other, so a checkout without a built library is not JIT-built. Returns the CompletedProcess."""
+    never the other, so a checkout without a built library is not JIT-built. `env_extra`: variables set for
+    it. Returns the CompletedProcess."""
     import os
     import subprocess
     import sys
@@ -56,7 +57,7 @@ def run_python(code=None, args=(), timeout=300, cwd=None):
     import yirage_ext
 
     parent = os.path.dirname(os.path.dirname(os.path.abspath(yirage_ext.__file__)))
-    env = dict(os.environ, PYTHONPATH=parent + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=parent + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
     cmd = [sys.executable] + (["-c", code] if code is not None else []) + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or tempfile.gettempdir(),
                           env=env)

@@ -38,8 +38,28 @@ def cpu_isa() -> str:
     return native_module().cpu_isa()
 
 
+def cpu_cache_stats() -> dict:
+    """Counters of the CPU output cache: CPU outputs of 4 MiB and up come from blocks mapped once and reused after
+    their tensors die (no page faults on fresh memory), as torch's CUDA caching allocator does on the GPU.
+
+    Keys: limit_bytes (the most free memory it keeps: YIRAGE_CPU_CACHE_MB, default an eighth of RAM up to 2 GiB;
+    0 when off), cached_bytes / cached_blocks (free, kept for reuse), allocated_bytes / allocated_blocks (in live
+    tensors), hits / misses (outputs served from a free block / from a new mapping). All 0 off Linux.
+    """
+    from ._loader import native_module
+
+    return dict(native_module().cpu_cache_stats())
+
+
+def empty_cpu_cache() -> None:
+    """Return the CPU output cache's free blocks to the system (like torch.cuda.empty_cache(); tensors keep theirs)."""
+    from ._loader import native_module
+
+    native_module().empty_cpu_cache()
+
+
 __all__ = [
-    "__version__", "LoadInfo", "load_info", "cpu_isa", "backends", "device_for", "get_available_backends",
+    "__version__", "LoadInfo", "load_info", "cpu_isa", "cpu_cache_stats", "empty_cpu_cache", "backends", "device_for", "get_available_backends",
     "get_backend_info", "get_default_backend", "is_backend_available", "list_backends", "select_backend",
     "set_default_backend",
 ] + _ops.__all__

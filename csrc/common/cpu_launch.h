@@ -74,11 +74,14 @@ struct ColumnPartials {
 };
 
 // The part of a CPU backend policy of the shared glue (ops/*_glue.h) that every op has in common: no device
-// guard, huge pages for new outputs, the dtype mapping. An op's policy derives from it and adds the kernel calls.
+// guard, new outputs from cpu_empty (the cache of large blocks, huge pages), the dtype mapping. An op's policy
+// derives from it and adds the kernel calls.
 struct CpuGlueBackend {
   struct NoGuard {};
   static NoGuard guard(const at::Tensor&) { return {}; }
-  static void prepare(const at::Tensor& out) { advise_huge_pages(out); }
+  static at::Tensor empty(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return cpu_empty(sizes, options);
+  }
   static kernels::DType dtype(const char* op, at::ScalarType t) { return cpu_kernel_dtype(op, t); }
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -34,11 +35,13 @@ inline void check_launch(const char* op, cudaError_t e) {
 }
 
 // The part of a CUDA backend policy of the shared glue (ops/*_glue.h) that every op has in common: the device
-// guard, nothing to prepare on new outputs, the dtype mapping. An op's policy derives from it and adds the kernel
-// launches (on current_stream(), checked with check_launch).
+// guard, new outputs from torch's caching allocator, the dtype mapping. An op's policy derives from it and adds
+// the kernel launches (on current_stream(), checked with check_launch).
 struct CudaGlueBackend {
   static c10::cuda::CUDAGuard guard(const at::Tensor& t) { return c10::cuda::CUDAGuard(t.device()); }
-  static void prepare(const at::Tensor&) {}
+  static at::Tensor empty(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return at::empty(sizes, options);
+  }
   static kernels::DType dtype(const char* op, at::ScalarType t) { return cuda_kernel_dtype(op, t); }
 };
 

@@ -78,10 +78,9 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& q, 
                                            bool want_lse) {
   check_attention(op, q, kt, v, scale);
   const k::AttentionDims d = dims_of(op, q, kt, causal, scale);
-  at::Tensor out = at::empty({d.batch, d.heads_q, d.seq_q, d.head_dim}, q.options());
+  at::Tensor out = cpu_empty({d.batch, d.heads_q, d.seq_q, d.head_dim}, q.options());
   at::Tensor lse = want_lse ? at::empty({d.batch, d.heads_q, d.seq_q}, q.options().dtype(acc_type(q))) : at::Tensor();
   if (out.numel() == 0) return {out, lse};
-  advise_huge_pages(out);
   const at::Tensor qc = rows_contiguous(q), kc = rows_contiguous(kt), vc = rows_contiguous(v);
   k::AttentionForward p;
   p.dims = d;
@@ -116,11 +115,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   const char* op = "attention_backward";
   check_attention_backward(grad_out, q, kt, v, out, lse, scale);
   const k::AttentionDims d = dims_of(op, q, kt, causal, scale);
-  at::Tensor dq = at::empty(q.sizes(), q.options());
+  at::Tensor dq = cpu_empty(q.sizes(), q.options());
   if (q.numel() == 0 || kt.numel() == 0) {  // no query rows, or no keys: every gradient is zero
     return {dq.zero_(), at::zeros(kt.sizes(), kt.options()), at::zeros(v.sizes(), v.options())};
   }
-  advise_huge_pages(dq);
   const at::Tensor gc = rows_contiguous(grad_out), qc = rows_contiguous(q), kc = rows_contiguous(kt),
                    vc = rows_contiguous(v), oc = rows_contiguous(out), lc = lse.contiguous();
   k::AttentionBackward p;
@@ -142,9 +140,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   // tasks, each writes partial sums in the accumulation type, added up below
   const std::array<int64_t, 5> part_shape = {d.batch, d.heads_kv, p.splits, d.seq_kv, d.head_dim};
   const auto part_opts = p.splits > 1 ? q.options().dtype(acc_type(q)) : q.options();
-  at::Tensor dk = at::empty(part_shape, part_opts), dv = at::empty(part_shape, part_opts);
-  advise_huge_pages(dk);
-  advise_huge_pages(dv);
+  at::Tensor dk = cpu_empty(part_shape, part_opts), dv = cpu_empty(part_shape, part_opts);
   p.grad_q = dq.data_ptr();
   p.grad_k = dk.data_ptr();
   p.grad_v = dv.data_ptr();

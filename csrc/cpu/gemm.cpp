@@ -124,9 +124,10 @@ void split_product(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b
 
 at::Tensor to_fp32(const at::Tensor& t) {
   if (t.scalar_type() == at::kFloat) return t;
-  at::Tensor r = t.is_non_overlapping_and_dense()
-                     ? at::empty_strided(t.sizes(), t.strides(), t.options().dtype(at::kFloat))
-                     : at::empty(t.sizes(), t.options().dtype(at::kFloat));
+  if (t.is_contiguous() || !t.is_non_overlapping_and_dense()) {
+    return cpu_empty(t.sizes(), t.options().dtype(at::kFloat)).copy_(t);
+  }
+  at::Tensor r = at::empty_strided(t.sizes(), t.strides(), t.options().dtype(at::kFloat));
   advise_huge_pages(r);
   return r.copy_(t);
 }
@@ -164,8 +165,7 @@ void gemm_into(const char* op, const at::Tensor& out, const at::Tensor& a, const
   }
   const at::Tensor b32 = to_fp32(b);
   const int64_t rows = fp32_block_rows(m, n);
-  const at::Tensor scratch = at::empty({rows, n}, out.options().dtype(at::kFloat));
-  advise_huge_pages(scratch);
+  const at::Tensor scratch = cpu_empty({rows, n}, out.options().dtype(at::kFloat));
   for (int64_t i0 = 0; i0 < m; i0 += rows) {
     const int64_t nr = std::min(rows, m - i0);
     const at::Tensor c = scratch.narrow(0, 0, nr);

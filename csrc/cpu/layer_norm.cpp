@@ -37,8 +37,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
   const char* op = "layer_norm_backward";
   check_layer_norm_backward(grad_out, x, weight, eps);
   const int64_t cols = x.size(-1);
-  at::Tensor dx = at::empty(x.sizes(), x.options());
-  advise_huge_pages(dx);
+  at::Tensor dx = cpu_empty(x.sizes(), x.options());
   // partial sums of the parameter gradients, one row per task, in the accumulation type
   const auto acc = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
   const int64_t rows = x.numel() / std::max<int64_t>(cols, 1);

@@ -31,19 +31,15 @@ std::tuple<at::Tensor, at::Tensor> linear_impl(const char* op, const at::Tensor&
   const int64_t n = weight.size(0), kdim = weight.size(1);
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
   sizes.push_back(n);
-  at::Tensor out = at::empty(sizes, x.options());
-  at::Tensor pre = save_pre && kernels::activation_needs_pre(act) ? at::empty(sizes, x.options())
+  at::Tensor out = cpu_empty(sizes, x.options());
+  at::Tensor pre = save_pre && kernels::activation_needs_pre(act) ? cpu_empty(sizes, x.options())
                                                                     : at::empty({0}, x.options());
   if (out.numel() == 0) return {out, pre};
-  advise_huge_pages(out);
   const int64_t m = out.numel() / n;
   GemmEpilogue e;
   e.act = act;
   if (bias.has_value() && bias->defined()) e.bias = bias->contiguous();
-  if (pre.numel() > 0) {
-    advise_huge_pages(pre);
-    e.pre = pre.view({m, n});
-  }
+  if (pre.numel() > 0) e.pre = pre.view({m, n});
   gemm_into(op, out.view({m, n}), x.reshape({m, kdim}), weight.t(), e);
   return {out, pre};
 }
@@ -78,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   } else if (m > 0 && n > 0) {
     const Rows g = as_rows(grad_out);
     const Rows s = act == Activation::none ? Rows{} : as_rows(*saved);
-    if (need_dz && act != Activation::none) dz = at::empty({m, n}, x.options());
+    if (need_dz && act != Activation::none) dz = cpu_empty({m, n}, x.options());
     else dz = grad_out.reshape({m, n});
     // partial column sums, one row per task, in the accumulation type
     const auto acc = x.options().dtype(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
@@ -104,12 +100,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   }
   at::Tensor dx = empty(), dw = empty();
   if (x_grad) {
-    dx = at::empty(x.sizes(), x.options());
-    advise_huge_pages(dx);
+    dx = cpu_empty(x.sizes(), x.options());
     gemm_into(op, dx.view({m, kdim}), dz, weight);
   }
   if (weight_grad) {
-    dw = at::empty({n, kdim}, x.options());
+    dw = cpu_empty({n, kdim}, x.options());
     gemm_into(op, dw, dz.t(), x.reshape({m, kdim}));
   }
   return {dx, dw, db};

@@ -42,10 +42,9 @@ at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b) {
   check_matmul(op, a, b);
   const MatmulShape shape = matmul_shape(a, b);
   const int64_t m = shape.m, k = shape.k, n = shape.n, nbatch = shape.nbatch;
-  at::Tensor out = at::empty(shape.out_sizes, a.options());
+  at::Tensor out = cpu_empty(shape.out_sizes, a.options());
   if (out.numel() == 0) return out;
   if (k == 0) return out.zero_();
-  advise_huge_pages(out);
 
   // b shared by every output matrix: its batch folds into the rows of one product
   if (auto a2 = matmul_shared_b_rows(a, b, shape)) {

@@ -34,8 +34,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad_
   const char* op = "rms_norm_backward";
   check_rms_norm_backward(grad_out, x, weight, eps, grad_add);
   const int64_t cols = x.size(-1);
-  at::Tensor dx = at::empty(x.sizes(), x.options());
-  advise_huge_pages(dx);
+  at::Tensor dx = cpu_empty(x.sizes(), x.options());
   const bool has_add = grad_add.has_value() && grad_add->defined();
   // fp32 partial sums of the weight gradient, one row per task (fp64 for fp64 inputs)
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;

@@ -3,7 +3,7 @@
 // read in place when their rows have one stride (rows.h); any other layout (e.g. a transposed x) is copied to a
 // contiguous tensor first. A backend supplies, as static members of `Backend`:
 //   guard(x)              an object that keeps x's device current while it lives (CPU: nothing)
-//   prepare(out)          called on each new output before the kernel writes it (CPU: huge pages)
+//   empty(sizes, opts)    a new output (CPU: cpu_empty, common/cpu_memory.h; CUDA: at::empty)
 //   dtype(op, t)          the kernels' DType for t (a clear error for others)
 //   forward(op, p), backward(op, p)   runs the kernel on the rows x cols output (grad_out)
 #pragma once
@@ -53,9 +53,8 @@ struct ActivationGlue {
     const auto guard = Backend::guard(x);
     std::vector<int64_t> sizes = x.sizes().vec();
     sizes.back() /= 2;
-    at::Tensor y = at::empty(sizes, x.options());
+    at::Tensor y = Backend::empty(sizes, x.options());
     if (y.numel() == 0) return y;
-    Backend::prepare(y);
     const Rows xr = as_rows(x);
     kernels::ActivationForward p;
     p.x = xr.tensor.const_data_ptr();
@@ -75,9 +74,8 @@ struct ActivationGlue {
     check_gated_backward(op, grad_out, x);
     const Act act = gated_kind(op, approximate);
     const auto guard = Backend::guard(x);
-    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dx = Backend::empty(x.sizes(), x.options());
     if (dx.numel() == 0) return dx;
-    Backend::prepare(dx);
     const Rows xr = as_rows(x), gr = as_rows(grad_out);
     kernels::ActivationBackward p;
     p.grad_out = gr.tensor.const_data_ptr();
@@ -113,9 +111,8 @@ struct ActivationGlue {
     const char* op = "gelu";
     check_gelu(op, x, approximate);
     const auto guard = Backend::guard(x);
-    at::Tensor y = at::empty(x.sizes(), x.options());
+    at::Tensor y = Backend::empty(x.sizes(), x.options());
     if (y.numel() == 0) return y;
-    Backend::prepare(y);
     const Elementwise xe = elementwise_rows(x);
     const bool flat = xe.flat();
     kernels::ActivationForward p;
@@ -134,9 +131,8 @@ struct ActivationGlue {
     const char* op = "gelu_backward";
     check_gelu_backward(grad_out, x, approximate);
     const auto guard = Backend::guard(x);
-    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dx = Backend::empty(x.sizes(), x.options());
     if (dx.numel() == 0) return dx;
-    Backend::prepare(dx);
     const Elementwise xe = elementwise_rows(x), ge = elementwise_rows(grad_out);
     const bool flat = xe.flat() && ge.flat();
     kernels::ActivationBackward p;

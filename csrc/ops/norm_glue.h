@@ -3,7 +3,7 @@
 // sums the parameter gradients in per-thread rows, CUDA in per-block partials reduced by the kernel). A backend
 // supplies, as static members of `Backend` (as for ops/activation_glue.h):
 //   guard(x)              an object that keeps x's device current while it lives (CPU: nothing)
-//   prepare(out)          called on each new output before the kernel writes it (CPU: huge pages)
+//   empty(sizes, opts)    a new output (CPU: cpu_empty, common/cpu_memory.h; CUDA: at::empty)
 //   dtype(op, t)          the kernels' DType for t (a clear error for others)
 //   forward(op, p)        runs the kernel over p.rows rows (overloaded on kernels::RmsNormForward and
 //                         kernels::LayerNormForward)
@@ -30,11 +30,9 @@ struct RmsNormGlue {
                                                     const std::optional<at::Tensor>& weight, double eps) {
     check_rms_norm(op, x, weight, eps, residual);
     const auto guard = Backend::guard(x);
-    at::Tensor y = at::empty(x.sizes(), x.options());
-    at::Tensor h = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
+    at::Tensor y = Backend::empty(x.sizes(), x.options());
+    at::Tensor h = residual ? Backend::empty(x.sizes(), x.options()) : at::Tensor();
     if (x.numel() == 0) return {y, h};
-    Backend::prepare(y);
-    if (residual) Backend::prepare(h);
     const Rows xr = as_rows(x);
     const Rows rr = residual ? as_rows(*residual) : Rows{};
     const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
@@ -77,9 +75,8 @@ struct LayerNormGlue {
     const char* op = "layer_norm";
     check_layer_norm(op, x, weight, bias, eps);
     const auto guard = Backend::guard(x);
-    at::Tensor y = at::empty(x.sizes(), x.options());
+    at::Tensor y = Backend::empty(x.sizes(), x.options());
     if (x.numel() == 0) return y;
-    Backend::prepare(y);
     const Rows xr = as_rows(x);
     const at::Tensor w = has(weight) ? weight->contiguous() : at::Tensor();
     const at::Tensor b = has(bias) ? bias->contiguous() : at::Tensor();

@@ -5,7 +5,7 @@
 // broadcast leading dims with at::sum (deterministic). An input with no elements is left out of the kernel's
 // parameters (heads = 0). A backend supplies, as static members of `Backend` (as for ops/activation_glue.h):
 //   guard(t)              an object that keeps t's device current while it lives (CPU: nothing)
-//   prepare(out)          called on each new output before the kernel writes it (CPU: huge pages)
+//   empty(sizes, opts)    a new output (CPU: cpu_empty, common/cpu_memory.h; CUDA: at::empty)
 //   dtype(op, t)          the kernels' DType for t (a clear error for others)
 //   forward(op, p), backward(op, p)   runs the kernel over the batch * seq tokens
 #pragma once
@@ -65,9 +65,7 @@ struct RotaryGlue {
   }
 
   static at::Tensor new_like(const at::Tensor& t) {
-    at::Tensor out = at::empty(t.sizes(), t.options());
-    Backend::prepare(out);
-    return out;
+    return Backend::empty(t.sizes(), t.options());
   }
 
   static std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,

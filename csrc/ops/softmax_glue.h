@@ -2,7 +2,7 @@
 // output, the (outer, dim, inner) view of each input (ops/softmax.h) and the kernels' parameters
 // (kernels/softmax.h). A backend supplies, as static members of `Backend` (as for ops/activation_glue.h):
 //   guard(x)              an object that keeps x's device current while it lives (CPU: nothing)
-//   prepare(out)          called on each new output before the kernel writes it (CPU: huge pages)
+//   empty(sizes, opts)    a new output (CPU: cpu_empty, common/cpu_memory.h; CUDA: at::empty)
 //   dtype(op, t)          the kernels' DType for t (a clear error for others)
 //   forward(op, p), backward(op, p)   runs the kernel
 #pragma once
@@ -21,9 +21,8 @@ struct SoftmaxGlue {
   static at::Tensor forward(const char* op, const at::Tensor& x, int64_t dim, bool log) {
     dim = check_softmax(op, x, dim);
     const auto guard = Backend::guard(x);
-    at::Tensor y = at::empty(x.sizes(), x.options());
+    at::Tensor y = Backend::empty(x.sizes(), x.options());
     if (x.numel() == 0) return y;
-    Backend::prepare(y);
     const SoftmaxShape s = softmax_shape(x, dim);
     const SoftmaxView xv = softmax_view(x, dim, s.inner);
     kernels::SoftmaxForward p;
@@ -44,9 +43,8 @@ struct SoftmaxGlue {
                              bool log) {
     dim = check_softmax_backward(op, grad_out, out, dim);
     const auto guard = Backend::guard(out);
-    at::Tensor dx = at::empty(out.sizes(), out.options());
+    at::Tensor dx = Backend::empty(out.sizes(), out.options());
     if (out.numel() == 0) return dx;
-    Backend::prepare(dx);
     const SoftmaxShape s = softmax_shape(out, dim);
     const SoftmaxView gv = softmax_view(grad_out, dim, s.inner), ov = softmax_view(out, dim, s.inner);
     kernels::SoftmaxBackward p;

@@ -1,6 +1,6 @@
 // The Python module `_C`. Importing it runs the static TORCH_LIBRARY registrations of the library's other
 // translation units; the ops themselves are reached through torch.ops.yirage, never from here. It carries only
-// the non-op API: the CPU kernel variant (ISA) and the backend registry (yirage_ext.backends wraps it).
+// the non-op API: the CPU kernel variant (ISA), the CPU output cache's counters and the backend registry (yirage_ext.backends wraps it).
 // Plain pybind11 over the C++ registry (no torch/extension.h: dtypes and dispatch keys cross as names).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "backend/backend.h"
+#include "common/cpu_cache.h"
 #include "kernels/cpu/isa.h"
 
 namespace py = pybind11;
@@ -118,6 +119,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         }
       },
       "Select the CPU kernel variant (not wider than cpu_best_isa()).");
+  m.def(
+      "cpu_cache_stats",
+      [] {
+        const yirage::CpuCacheStats s = yirage::cpu_cache_stats();
+        py::dict d;
+        d["limit_bytes"] = s.limit_bytes;
+        d["cached_bytes"] = s.cached_bytes;
+        d["cached_blocks"] = s.cached_blocks;
+        d["allocated_bytes"] = s.allocated_bytes;
+        d["allocated_blocks"] = s.allocated_blocks;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        return d;
+      },
+      "Counters of the CPU output cache (large outputs reuse freed blocks; YIRAGE_CPU_CACHE_MB caps it).");
+  m.def("empty_cpu_cache", [] { yirage::empty_cpu_cache(); },
+        "Return the CPU output cache's free blocks to the system (blocks in live tensors stay).");
   m.def("cpu_features", [] {
     const k::CpuFeatures& f = k::cpu_features();
     py::dict d;

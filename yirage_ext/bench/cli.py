@@ -165,7 +165,7 @@ def _notes(rooflines: Rooflines, seconds: float) -> List[str]:
              "the tests' per-dtype tolerance (max relative error, max ULP distance for fp16/bf16)"]
     if rooflines._copy is not None:
         notes.append(f"% roof copy: of the copy bandwidth measured in this run, {rooflines._copy / 1e9:.1f} GB/s "
-                     "(dst.copy_(src), read + write)")
+                     f"(dst.copy_(src) of a {'512' if rooflines.device_is_cuda else '256'} MiB buffer, read + write)")
     for dtype, (rate, what) in rooflines._gemm.items():
         shown = f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.1f} GFLOP/s"
         notes.append(f"% roof gemm ({str(dtype).replace('torch.', '')}): of {what}, {shown}, "

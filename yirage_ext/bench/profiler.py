@@ -3,7 +3,8 @@
 On CUDA each repeat is bracketed by CUDA events, with the L2 cache flushed (a 256 MiB buffer read)
 between repeats, outside the timed region. Elsewhere each repeat is timed with time.perf_counter_ns. The
 number of repeats is bounded by a time budget, so a slow provider costs seconds, not minutes. Rooflines are
-measured once per run and device: the copy bandwidth (dst.copy_(src), read + write) for memory-bound ops
+measured once per run and device: the copy bandwidth (dst.copy_(src) of a buffer larger than the caches, read +
+write) for memory-bound ops
 and the dense GEMM rate (torch.matmul) per dtype for matmul, linear and attention."""
 from __future__ import annotations
 
@@ -103,9 +104,16 @@ class Rooflines:
         self._copy: Optional[float] = None
         self._gemm: Dict[torch.dtype, Tuple[float, str]] = {}
 
+    @property
+    def device_is_cuda(self) -> bool:
+        return _is_cuda(self.device)
+
     def copy_bandwidth(self) -> float:
         if self._copy is None:
-            n = (512 if _is_cuda(self.device) else 32) * 2**20 // 4  # fp32 elements of a 512 MiB / 32 MiB buffer
+            # fp32 elements of a 512 MiB (GPU) / 256 MiB (CPU) buffer: beyond any cache. On CPU a 32 MiB buffer
+            # (until 2026-11-27) sat at the edge of a 32 MiB L3 and measured 54-130 GB/s from run to run on one
+            # 2-core VM; 256 MiB, 73-77 GB/s there.
+            n = (512 if _is_cuda(self.device) else 256) * 2**20 // 4
             src = torch.randn(n, device=self.device)
             dst = torch.empty_like(src)
             t = profile(lambda: dst.copy_(src), self.device, warmup=3, repeats=50, budget_s=self.budget_s)
