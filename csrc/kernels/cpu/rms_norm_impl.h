@@ -1,9 +1,9 @@
 // The RMSNorm row loops, written once over a vector type V (W lanes of V::acc_t). No include guard:
 // rms_norm.cpp includes this through per_isa.h, once per ISA. See rms_norm.h for the algorithm.
 
-// sum of squares of one row
+// sum of squares of one row (of a block of one: sum_squares below)
 template <typename V, typename T>
-inline typename V::acc_t sum_squares(const T* x, int64_t n) {
+inline typename V::acc_t sum_squares_block(const T* x, int64_t n) {
   constexpr int W = V::W;
   V a0 = V::zero(), a1 = V::zero();
   int64_t i = 0;
@@ -20,6 +20,12 @@ inline typename V::acc_t sum_squares(const T* x, int64_t n) {
   return (a0 + a1).sum();
 }
 
+// sum of squares of one row, block by block (vec_util.h, blocked_sum)
+template <typename V, typename T>
+inline typename V::acc_t sum_squares(const T* x, int64_t n) {
+  return blocked_sum(n, [&](int64_t b, int64_t len) { return sum_squares_block<V>(x + b, len); });
+}
+
 // h = x + r rounded to T, written out; returns the sum of squares of the rounded h, summed as sum_squares(h) sums
 // it (two accumulators over load_pair_x's lanes, then unpair_x): the same value bit for bit. The bf16 loops of this
 // file go two vectors at a time through load_pair_x / store_pair_x (one unpack per vector loaded instead of a widen
@@ -29,7 +35,7 @@ inline typename V::acc_t sum_squares(const T* x, int64_t n) {
 // accumulator as before: one thread in cache, bf16 rows of 1024 1.20x, rows of 4096 2.8x (the old reads took 18 us
 // for 16 rows where h lay at some offsets from x and r, 6.8 at others; the new ones 6.2-6.3 at both), fp16 1.08-1.13x.
 template <typename V, typename T>
-inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n) {
+inline typename V::acc_t add_sum_squares_block(const T* x, const T* r, T* h, int64_t n) {
   constexpr int W = V::W;
   V a0 = V::zero(), a1 = V::zero();
   int64_t i = 0;
@@ -55,6 +61,12 @@ inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n
     a1 = V::fma(v, v, a1);
   }
   return (a0 + a1).sum();
+}
+
+// h = x + r and the sum of squares of the rounded h over one row, block by block (vec_util.h, blocked_sum)
+template <typename V, typename T>
+inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n) {
+  return blocked_sum(n, [&](int64_t b, int64_t len) { return add_sum_squares_block<V>(x + b, r + b, h + b, len); });
 }
 
 template <typename V, typename T, bool kWeight>
@@ -125,23 +137,27 @@ Status backward_rows(const RmsNormBackward& p, int64_t begin, int64_t end) {
     T* dx = static_cast<T*>(p.grad_x) + row * n;
     const acc_t rstd = acc_t(1) / std::sqrt(sum_squares<V>(x, n) / acc_t(n) + acc_t(p.eps));
 
-    // dot = sum(g * w * x)
-    V dot = V::zero();
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      V gw = V::load(g + i);
-      if (w) gw = gw * V::load(w + i);
-      dot = V::fma(gw, V::load(x + i), dot);
-    }
-    if (i < n) {
-      V gw = load_n<V>(g + i, n - i);
-      if (w) gw = gw * load_n<V>(w + i, n - i);
-      dot = V::fma(gw, load_n<V>(x + i, n - i), dot);
-    }
+    // dot = sum(g * w * x), block by block (vec_util.h, blocked_sum)
+    const acc_t dot = blocked_sum(n, [&](int64_t b, int64_t len) {
+      V d = V::zero();
+      int64_t i = b;
+      for (; i + W <= b + len; i += W) {
+        V gw = V::load(g + i);
+        if (w) gw = gw * V::load(w + i);
+        d = V::fma(gw, V::load(x + i), d);
+      }
+      if (i < b + len) {
+        const int64_t m = b + len - i;
+        V gw = load_n<V>(g + i, m);
+        if (w) gw = gw * load_n<V>(w + i, m);
+        d = V::fma(gw, load_n<V>(x + i, m), d);
+      }
+      return d.sum();
+    });
     // dx = rstd * g * w - x * rstd^3 * dot / n   (+ grad_add);   dw += g * x * rstd
     const V vr = V::set1(rstd);
-    const V vc = V::set1(rstd * rstd * rstd * dot.sum() / acc_t(n));
-    for (i = 0; i < n; i += W) {
+    const V vc = V::set1(rstd * rstd * rstd * dot / acc_t(n));
+    for (int64_t i = 0; i < n; i += W) {
       const int64_t m = n - i < W ? n - i : W;
       const bool full = m == W;
       V gv = full ? V::load(g + i) : load_n<V>(g + i, m);
