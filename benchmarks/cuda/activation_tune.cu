@@ -1,7 +1,7 @@
 // Timing harness of the CUDA activation forward (not part of the library): silu_and_mul / gelu_and_mul (gated) or
 // silu / gelu, built from this tree's activation.cu, checked against an fp32 reference (max relative error,
 // floored at 1e-2 in the denominator) and timed against a device-to-device copy of the same bytes (CUDA events,
-// median, L2 flushed by a 256 MiB memset before each repeat).
+// median, L2 flushed by a 256 MiB read before each repeat, tune_common.cuh).
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Icsrc \
 //        -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ \
 //        -D__CUDA_NO_HALF2_OPERATORS__ [-DHT=float|f16] benchmarks/cuda/activation_tune.cu -o activation_tune

@@ -3,7 +3,7 @@
 // SkinnyMidN, SkinnyWideN) and a fourth one from -DVAR_WARPS / -DVAR_NJ / -DVAR_UNROLL, each checked against an
 // fp32 reference and timed against cuBLAS (the product alone, no bias or activation), a kernel that only reads the
 // weight (16-byte streaming loads: the roof of this product) and a device-to-device copy of it (CUDA events, median,
-// L2 flushed by a 256 MiB memset before each repeat; all of them in turns, `rounds` times). "shipped" is the
+// L2 flushed by a 256 MiB read before each repeat; all of them in turns, `rounds` times). "shipped" is the
 // library's choice.
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Icsrc \
 //        -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ \

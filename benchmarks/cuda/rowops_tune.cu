@@ -2,7 +2,7 @@
 // (plain or fused with the residual add), layer_norm forward, or the backward of softmax / log_softmax,
 // rms_norm, layer_norm (with the weight and bias gradients), built from this tree's kernel sources, checked
 // against an fp32 reference (max relative error of the output, and of the parameter gradients) and timed
-// against a device-to-device copy of the same tensor (CUDA events, median, L2 flushed by a 256 MiB memset
+// against a device-to-device copy of the same tensor (CUDA events, median, L2 flushed by a 256 MiB read
 // before each repeat). "% of copy" counts ideal passes over rows x cols: 2 for a forward, 4 for the fused
 // rms_norm, 3 for a backward.
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Icsrc \
