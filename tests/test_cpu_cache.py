@@ -1,7 +1,7 @@
 """The CPU output cache (csrc/common/cpu_memory.h): CPU outputs of 4 MiB and up come from blocks mapped once and
 reused after their tensors die. Results stay exact against the float64 references when a block is reused (its old
 contents must never show through), the counters move as documented, the limit holds, freed memory goes back on
-request, such tensors behave like any other (resize, pickling, views outliving the op's other outputs), and a
+request, such tensors behave like any other (resize, pickling, shared memory, views outliving the tensor), and a
 forked child can use it."""
 import io
 import pickle
@@ -109,6 +109,11 @@ def test_cached_tensors_behave_like_others():
     assert torch.equal(pickle.loads(pickle.dumps(z)), z)
     w = OPS.softmax(x, -1)
     assert torch.equal(torch.from_numpy(w.numpy().copy()), w)
+    # moved to shared memory (torch copies it out of the block, which goes back to the cache)
+    s = OPS.softmax(x, -1)
+    s.share_memory_()
+    assert s.is_shared()
+    assert_close(s, expected, torch.float32)
 
 
 def test_limit_env_holds_and_zero_turns_it_off():
