@@ -154,12 +154,12 @@ def _copy_package(src: str, site: str, name: str = "yirage_ext", keep_c: bool = 
 
 
 # The sources a slim package keeps (relative to _csrc): the schema table, the Python module, and the
-# rms_norm family that PROBE checks, and the backend registry the module binds. Headers all stay; other
-# translation units are removed.
+# rms_norm family that PROBE checks, the backend registry the module binds and the CPU output cache both use.
+# Headers all stay; other translation units are removed.
 SLIM_SOURCES = {"library.cpp", "python/module.cpp", "kernels/cpu/isa.cpp", "kernels/cpu/rms_norm.cpp",
                 "cpu/rms_norm.cpp", "meta/rms_norm.cpp", "autograd/rms_norm.cpp", "portable/rms_norm.cpp",
                 "backend/registry.cpp", "backend/op_support.cpp", "backend/probes_device.cpp",
-                "backend/probes_library.cpp"}
+                "backend/probes_library.cpp", "common/cpu_memory.cpp"}
 
 
 def _slim_package(src: str, site: str) -> str:
