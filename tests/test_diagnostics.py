@@ -37,6 +37,7 @@ def test_json_report(json_report):
     assert r["default_backend"] == yr.get_default_backend()
     assert r["cpu_check"]["ok"] is True
     assert r["cpu"]["isa"] == yr.cpu_isa()
+    assert r["cpu"]["output_cache"]["limit_bytes"] == yr.cpu_cache_stats()["limit_bytes"]
     assert r["errors"] == []
 
 
@@ -45,6 +46,8 @@ def test_text_report(json_report):
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert f"yirage_ext {yr.__version__}" in text and f"torch {torch.__version__}" in text
+    limit = yr.cpu_cache_stats()["limit_bytes"]
+    assert (f"output cache: keeps up to {limit / 2**20:.0f} MiB" if limit else "output cache: off") in text
     assert f"loaded: {yr.load_info().kind} from {yr.load_info().path}" in text
     assert json_report["load"]["jit_key"] in text
     backend_lines = text.split("== backends")[1].split("== ops")[0]

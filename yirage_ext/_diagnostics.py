@@ -105,7 +105,8 @@ def collect() -> dict:
         "build_seconds": info.build_seconds,
     }
     lib = _loader.native_module()
-    report["cpu"] = dict(lib.cpu_features(), isa=yirage_ext.cpu_isa(), best_isa=lib.cpu_best_isa())
+    report["cpu"] = dict(lib.cpu_features(), isa=yirage_ext.cpu_isa(), best_isa=lib.cpu_best_isa(),
+                         output_cache=yirage_ext.cpu_cache_stats())
     report["backends"] = []
     for name in backends.backend_names():
         b = backends.get_backend_info(name)
@@ -168,6 +169,14 @@ def render(r: dict) -> str:
         amx = "yes" if cpu["amx_tile"] else "no"
         add(f"{cpu['brand'] or '?'} ({cpu['vendor'] or '?'}); kernel variant {cpu['isa']} (best {cpu['best_isa']}); "
             f"AVX2+FMA {'yes' if cpu['avx2_fma'] else 'no'}, AVX-512F {'yes' if cpu['avx512f'] else 'no'}, AMX {amx}")
+        cache = cpu["output_cache"]
+        if cache["limit_bytes"]:
+            mib = lambda n: f"{n / 2**20:.0f} MiB"  # noqa: E731
+            add(f"output cache: keeps up to {mib(cache['limit_bytes'])} of freed outputs of 4 MiB and up "
+                f"(YIRAGE_CPU_CACHE_MB); now {mib(cache['cached_bytes'])} free, {mib(cache['allocated_bytes'])} "
+                "in tensors")
+        else:
+            add("output cache: off (YIRAGE_CPU_CACHE_MB=0, or not Linux)")
     if r.get("backends"):
         add("")
         add(f"== backends (default: {r['default_backend']})")
