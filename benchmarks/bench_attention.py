@@ -3,8 +3,9 @@ code vs the unfused code itself (softmax(q k^T * scale + mask) v, the Sq x Sk ma
 
 Reports the median time (p20/p80), GFLOP/s (forward 4*D FLOPs per visible (query, key) pair and head; forward +
 backward 3.5x that: the backward's five GEMMs, recomputation included, as FlashAttention counts them), the % of
-the fp32 GEMM rate measured in the same run (torch.bmm, the roofline of a GEMM-bound op), GB/s of ideal bytes
-(q, k, v read and out written; backward adds grad_out and out read, grads written) and the speedup vs torch.
+torch's GEMM rate in the row's dtype measured in the same run (torch.bmm, the roofline of a GEMM-bound op), GB/s of
+ideal bytes (q, k, v read and out written; backward adds grad_out and out read, grads written) and the speedup vs
+torch.
 --memory adds peak memory vs sequence length (one fresh process per point; the peak resident set above the
 inputs, so memory that grows with S x S shows). Inputs and the float64 reference are the tests'
 (yirage_ext.testing). Shapes: BxHxSxD (Hk = H, Sk = S) or BxHqxHkxSqxSkxD (GQA, decode).
@@ -66,10 +67,11 @@ def visible_pairs(sq: int, sk: int, causal: bool) -> int:
     return sum(min(max(i + sk - sq + 1, 0), sk) for i in range(sq))
 
 
-def gemm_rate(device: str, warmup: int, repeats: int) -> float:
-    """FLOP/s of an fp32 batched GEMM of attention-tile size (the roofline of the GEMM-bound op)."""
-    a, b = torch.randn(8, 512, 128, device=device), torch.randn(8, 128, 512, device=device)
-    c = torch.empty(8, 512, 512, device=device)
+def gemm_rate(device: str, dtype: torch.dtype, warmup: int, repeats: int) -> float:
+    """FLOP/s of torch's batched GEMM of attention-tile size in `dtype` (the roofline of the GEMM-bound op: bf16
+    products run at up to several times the fp32 rate on CPUs with AVX512-BF16 or AMX, and on GPUs)."""
+    a, b = torch.randn(8, 512, 128, device=device, dtype=dtype), torch.randn(8, 128, 512, device=device, dtype=dtype)
+    c = torch.empty(8, 512, 512, device=device, dtype=dtype)
     # the fastest fifth of the repeats (p20): a roofline, not a typical time
     return 2 * 8 * 512 * 512 * 128 / timeit(lambda: torch.bmm(a, b, out=c), device, warmup, max(repeats, 20))[1]
 
@@ -134,7 +136,7 @@ def main(argv=None) -> int:
             "torch": lambda q, k, v, c: sdpa(q, k, v, c, None),
             "compile": lambda q, k, v, c: compiled(q, k, v, c, None),
             "unfused": lambda q, k, v, c: unfused(q, k, v, c, None)}
-    gemm = gemm_rate(args.device, args.warmup, args.repeats)
+    gemm = {d: gemm_rate(args.device, getattr(torch, d), args.warmup, args.repeats) for d in args.dtypes}
     rows, memory = [], {}
     for shape_s in args.shapes:
         b, hq, hk, sq, sk, d = parse_attention_shape(p, shape_s)
@@ -165,7 +167,7 @@ def main(argv=None) -> int:
                 for name, (med, p20, p80) in results.items():
                     row = dict(shape=shape_s, dtype=dtype_s, mode=mode, causal=causal, provider=name, ms=med * 1e3,
                                p20=p20 * 1e3, p80=p80 * 1e3, gflops=flops * scale / med / 1e9,
-                               gemm=100 * flops * scale / med / gemm, gbps=nbytes / med / 1e9,
+                               gemm=100 * flops * scale / med / gemm[dtype_s], gbps=nbytes / med / 1e9,
                                copy=100 * nbytes / med / copy_bw, vs_torch=base / med if base else math.nan)
                     rows.append(row)
                     print(f"{mode:7s} {shape_s:>17s} {dtype_s:9s} {name:8s} {row['ms']:9.3f} ms {row['gflops']:7.1f} "
@@ -194,8 +196,9 @@ def write_report(rows, memory, args, gemm) -> None:
         f"- torch {torch.__version__}, yirage_ext {yirage_ext.__version__} ({yirage_ext.load_info().kind}), "
         f"CPU kernel variant {yirage_ext.cpu_isa()}",
         f"- python {platform.python_version()}; command: `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}`",
-        f"- GFLOP/s: 4*D per visible (query, key) pair and head forward, 3.5x that forward+backward; GEMM = fp32 "
-        f"torch.bmm (8x512x128 @ 8x128x512, p20 of the repeats) in the same run, {gemm / 1e9:.1f} GFLOP/s; GB/s of ideal bytes vs "
+        f"- GFLOP/s: 4*D per visible (query, key) pair and head forward, 3.5x that forward+backward; GEMM = "
+        f"torch.bmm in the row's dtype (8x512x128 @ 8x128x512, p20 of the repeats) in the same run: "
+        + ", ".join(f"{d} {r / 1e9:.1f}" for d, r in gemm.items()) + " GFLOP/s; GB/s of ideal bytes vs "
         "dst.copy_(src) of k's size; torch = F.scaled_dot_product_attention (not shown for causal Sq != Sk: it "
         "aligns the mask top-left); compile = torch.compile of the unfused code; median, p20-p80 in brackets.", "",
         "| mode | shape | dtype | causal | provider | ms [p20-p80] | GFLOP/s | % of GEMM | GB/s | % of copy | vs torch |",

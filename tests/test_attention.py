@@ -196,6 +196,34 @@ def test_thread_counts(threads):
         torch.set_num_threads(before)
 
 
+# bf16 on AVX512-BF16 CPUs runs its products bf16 x bf16 -> fp32 on packed tiles (P and dS rounded to bf16): odd head
+# dims, odd key-tile lengths (Sk past a multiple of the 256/512-key tiles by an odd count) and odd stacked row
+# counts (GQA groups of 3, a last query block of 45 rows) pad the products' inner dims with zeros; threads = 3
+# splits the backward's query blocks over tasks (fp32 partial dK / dV sums). Every CPU variant runs them.
+@pytest.mark.parametrize("shape", [(1, 1, 1, 301, 517, 7), (1, 3, 1, 45, 263, 33), (2, 2, 2, 64, 300, 128)],
+                         ids=shape_id)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_bf16_odd_tiles_and_thread_counts(isa, shape, threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for causal in (False, True):
+            inp = attention_inputs(*shape, dtype=torch.bfloat16, causal=causal, seed=21)
+            q, k, v = leaves(inp)
+            out, lse = OPS.attention_forward(q, k, v, causal, None)
+            assert_close(out, attention_ref(inp.q, inp.k, inp.v, causal), torch.bfloat16)
+            tol = LSE_TOL[torch.bfloat16]
+            torch.testing.assert_close(lse.double(), attention_lse_ref(inp.q, inp.k, causal), atol=tol, rtol=tol)
+            g = torch.randn(q.shape).to(torch.bfloat16)
+            OPS.attention(q, k, v, causal, None).backward(g)
+            ref = reference_grads(lambda a, b, c: attention_ref(a, b, c, causal), [q, k, v], [g])
+            for got, want, what in zip((q.grad, k.grad, v.grad), ref, ("dq", "dk", "dv")):
+                assert got.dtype == torch.bfloat16
+                assert_grad_close(got, want, torch.bfloat16, what)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_gradcheck():
     for shape, causal in [((1, 2, 1, 3, 5, 4), False), ((1, 2, 1, 3, 5, 4), True), ((2, 1, 1, 6, 4, 3), True)]:
         inp = attention_inputs(*shape, dtype=torch.float64, seed=10)

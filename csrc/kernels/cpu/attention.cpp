@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <array>
 #include <type_traits>
 
 namespace yirage::kernels::cpu {
@@ -62,6 +63,66 @@ BwdScratch bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d) {
   return o;
 }
 
+// The scratch of the bf16-product loops (attention_bf16_impl.h), in bytes, each region 64-byte aligned.
+// Forward, for tiles of `rows` stacked query rows: S/P (rows, bk) fp32, the output accumulator (rows, d), row max
+// and sum; Q (rows, d rounded up to even) and P (rows, bk rounded up to even) in bf16; the K tile packed as K^T
+// (d/2 pair rows of bk rounded up to 16 words) and the V tile packed (bk/2 pair rows of d rounded up to 16).
+struct Bf16FwdScratch {
+  size_t s, acc, m, l, q, p, k, v, total;
+};
+int64_t even_up(int64_t n) { return (n + 1) / 2 * 2; }
+int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+Bf16FwdScratch bf16_fwd_scratch(int64_t rows, int64_t bk, int64_t d) {
+  Bf16FwdScratch o{};
+  size_t at = 0;
+  const auto take = [&](int64_t bytes) { const size_t r = at; at += (size_t(bytes) + 63) / 64 * 64; return r; };
+  o.s = take(rows * bk * 4);
+  o.acc = take(rows * d * 4);
+  o.m = take(rows * 4);
+  o.l = take(rows * 4);
+  o.q = take(rows * even_up(d) * 2);
+  o.p = take(rows * even_up(bk) * 2);
+  o.k = take(even_up(d) / 2 * up16(bk) * 4);
+  o.v = take(even_up(bk) / 2 * up16(d) * 4);
+  o.total = at;
+  return o;
+}
+
+// Backward: dK^T and dV^T of the whole head (d, sk rounded up to 16) fp32; the head's K^T and V^T packed (d/2 pair
+// rows of sk rounded up to 16 words) and K packed (sk/2 pair rows of d rounded up to 16); Q and dO (rows, d even)
+// and their transposes (d, rows even) in bf16; dQ (rows, d), D_i and lse fp32; S/P and dP/dS (rows, bk) fp32; P
+// and dS packed in pairs of rows (rows/2, bk rounded up to 16 words), dS row-major in bf16 (rows, bk even); a
+// transpose buffer (16, d) fp32.
+struct Bf16BwdScratch {
+  size_t dkt, dvt, kt, vt, kr, q, dout, qt, dot, dq, di, lse, s, dp, pv, dsv, dsb, tr, total;
+};
+Bf16BwdScratch bf16_bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d) {
+  Bf16BwdScratch o{};
+  size_t at = 0;
+  const auto take = [&](int64_t bytes) { const size_t r = at; at += (size_t(bytes) + 63) / 64 * 64; return r; };
+  const int64_t dp = even_up(d), rp = even_up(rows);
+  o.dkt = take(d * up16(sk) * 4);
+  o.dvt = take(d * up16(sk) * 4);
+  o.kt = take(dp / 2 * up16(sk) * 4);
+  o.vt = take(dp / 2 * up16(sk) * 4);
+  o.kr = take(even_up(sk) / 2 * up16(d) * 4);
+  o.q = take(rows * dp * 2);
+  o.dout = take(rows * dp * 2);
+  o.qt = take(d * rp * 2);
+  o.dot = take(d * rp * 2);
+  o.dq = take(rows * d * 4);
+  o.di = take(rows * 4);
+  o.lse = take(rows * 4);
+  o.s = take(rows * bk * 4);
+  o.dp = take(rows * bk * 4);
+  o.pv = take(rp / 2 * up16(bk) * 4);
+  o.dsv = take(rp / 2 * up16(bk) * 4);
+  o.dsb = take(rows * even_up(bk) * 2);
+  o.tr = take(16 * d * 4);
+  o.total = at;
+  return o;
+}
+
 size_t acc_size(DType t) { return t == DType::f64 ? sizeof(double) : sizeof(float); }
 
 size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -79,6 +140,19 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 #include "per_isa.h"
 
 namespace yirage::kernels::cpu {
+namespace {
+
+// bf16 inputs take the bf16-product loops when the avx512_bf16 variant is active.
+bool bf16_products(DType t) {
+#if YR_HAVE_X86_VARIANTS
+  return t == DType::bf16 && active_isa() == Isa::avx512_bf16;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+}  // namespace
 
 // Forward blocks: a task's Q tile has about 256 rows (head rows x query rows) for long sequences, so the
 // GEMMs run near BLAS peak and each K/V tile is reused 256 times; fewer rows for short ones, to have tasks
@@ -98,8 +172,12 @@ AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
   }
   AttentionPlan plan;
   plan.tasks = d.batch * (d.heads_q / p.heads_per_task) * blocks;
+  p.bf16_products = bf16_products(d.dtype);
   plan.scratch_bytes =
-      round64(size_t(fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+      p.bf16_products
+          ? bf16_fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total
+          : round64(size_t(fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total) *
+                    acc_size(d.dtype));
   return plan;
 }
 
@@ -116,8 +194,11 @@ AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads) {
   while (d.batch * d.heads_kv * p.splits < threads && p.splits < blocks) ++p.splits;
   AttentionPlan plan;
   plan.tasks = d.batch * d.heads_kv * p.splits;
+  p.bf16_products = bf16_products(d.dtype);
   plan.scratch_bytes =
-      round64(size_t(bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
+      p.bf16_products
+          ? bf16_bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total
+          : round64(size_t(bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total) * acc_size(d.dtype));
   return plan;
 }
 
@@ -129,6 +210,14 @@ Status attention_forward(const AttentionForward& p, int64_t task_begin, int64_t 
   if (p.dims.dtype == DType::f64) {
     return generic::attn_forward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
   }
+  if (p.bf16_products) {
+#if YR_HAVE_X86_VARIANTS
+    if (p.dims.dtype == DType::bf16 && best_isa() == Isa::avx512_bf16) {
+      return avx512_bf16::attn_forward_bf16(p, task_begin, task_end, scratch);
+    }
+#endif
+    return Status::invalid_argument;
+  }
   YR_DISPATCH_ISA(attn_forward_dispatch, p, task_begin, task_end, scratch);
 }
 
@@ -138,6 +227,14 @@ Status attention_backward(const AttentionBackward& p, int64_t task_begin, int64_
   }
   if (p.dims.dtype == DType::f64) {
     return generic::attn_backward_tasks<generic::VecD, double>(p, task_begin, task_end, scratch);
+  }
+  if (p.bf16_products) {
+#if YR_HAVE_X86_VARIANTS
+    if (p.dims.dtype == DType::bf16 && best_isa() == Isa::avx512_bf16) {
+      return avx512_bf16::attn_backward_bf16(p, task_begin, task_end, scratch);
+    }
+#endif
+    return Status::invalid_argument;
   }
   YR_DISPATCH_ISA(attn_backward_dispatch, p, task_begin, task_end, scratch);
 }

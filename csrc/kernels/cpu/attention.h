@@ -21,7 +21,10 @@
 //             own dK/dV partial sums for the caller to add up.
 // Inputs are any (B, H, S, D) strides with a contiguous last dim (broadcast dims of stride 0 included);
 // tiles of fp32 (fp64) inputs with a row stride >= D feed the GEMM in place, other tiles (bf16/fp16, or
-// stride-0 rows) are converted into fp32 scratch first. Accumulation in fp32 (fp64 for fp64). Causal
+// stride-0 rows) are converted into fp32 scratch first - except bf16 in the avx512_bf16 variant, whose
+// products run bf16 x bf16 -> fp32 on AVX512-BF16 dot products (attention_bf16_impl.h: tiles packed in pairs
+// along the products' inner dim, P and dS rounded to bf16, dK / dV accumulated transposed; about 4.6x the
+// fp32 GEMM rate of an AVX-512 EPYC core). Accumulation in fp32 (fp64 for fp64). Causal
 // masks are aligned bottom-right: query i sees keys j <= i + Sk - Sq; key blocks past a query block's
 // last visible key are skipped. Any head dim; memory is linear in the sequence lengths (per-thread
 // scratch of a few tiles, plus O(Sk * D) per thread in the backward).
@@ -66,8 +69,11 @@ struct AttentionForward {
   void* lse = nullptr;  // null, or (B, Hq, Sq) contiguous of the accumulation type
   GemmCallback gemm;
   // Set by attention_forward_plan: query rows per head and keys per tile, and how many query heads of a
-  // GQA group share one task (their rows are stacked, so each K/V tile is read once for all of them).
+  // GQA group share one task (their rows are stacked, so each K/V tile is read once for all of them);
+  // bf16_products: bf16 inputs with the avx512_bf16 variant active, whose products run bf16 x bf16 -> fp32
+  // (P rounded to bf16 before P V) instead of on fp32 copies of the tiles.
   int64_t block_q = 0, block_kv = 0, heads_per_task = 1;
+  bool bf16_products = false;
 };
 
 struct AttentionBackward {
@@ -86,8 +92,10 @@ struct AttentionBackward {
   void* grad_v = nullptr;
   GemmCallback gemm;
   // Set by attention_backward_plan: query rows per head and keys per tile, and into how many tasks the
-  // query blocks of one (batch, key/value head) are split.
+  // query blocks of one (batch, key/value head) are split; bf16_products as in AttentionForward (P and dS
+  // rounded to bf16 before their products).
   int64_t block_q = 0, block_kv = 0, splits = 1;
+  bool bf16_products = false;
 };
 
 // Work split of a call: independent tasks, and the scratch one thread needs (64-byte multiple).

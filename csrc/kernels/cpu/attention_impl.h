@@ -64,14 +64,16 @@ inline int64_t balanced_block(bool causal, int64_t n, int64_t blocks) {
   return !causal ? n : n % 2 == 0 ? n / 2 : blocks - 1 - n / 2;
 }
 
-// One row of a tile of unscaled scores q.k s[0, nk), of which the first `vis` columns are visible:
-// replaces s by P = exp(scale * s - m_new) (0 in the hidden columns), updates the running max *m and sum *l
+// One row of a tile of unscaled scores q.k s[0, nk), of which the first `vis` columns are visible: writes
+// P = exp(scale * s - m_new) (0 in the hidden columns) to out[0, nk) (s itself, or a row of another type: the sum
+// is of the unrounded values), updates the running max *m and sum *l
 // of the scaled scores and returns the factor alpha = exp(m_old - m_new) the row's accumulator must be
 // scaled by. A row that has seen no key yet keeps m = -inf, l = 0 (its exponent base is taken as 0, so
 // nothing becomes NaN). The scale is applied here, not in the GEMM: free in the max pass and the exp's fma.
-template <typename V>
-inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, int64_t vis, typename V::acc_t scale,
-                                            typename V::acc_t* m, typename V::acc_t* l) {
+template <typename V, typename O>
+inline typename V::acc_t online_softmax_row(const typename V::acc_t* s, int64_t nk, int64_t vis,
+                                            typename V::acc_t scale, typename V::acc_t* m, typename V::acc_t* l,
+                                            O* out) {
   using A = typename V::acc_t;
   constexpr int W = V::W;
   const A ninf = -std::numeric_limits<A>::infinity();
@@ -88,14 +90,14 @@ inline typename V::acc_t online_softmax_row(typename V::acc_t* s, int64_t nk, in
   for (c = 0; c + W <= vis; c += W) {
     const V e = vexp_ftz(V::fma(V::load(s + c), vs, vnb));
     sum = sum + e;
-    e.store(s + c);
+    e.store(out + c);
   }
   if (c < vis) {
     const V e = vselect_lt(idx, V::set1(A(vis - c)), vexp_ftz(V::fma(load_n<V>(s + c, vis - c), vs, vnb)), V::zero());
     sum = sum + e;
-    store_n(e, s + c, vis - c);
+    store_n(e, out + c, vis - c);
   }
-  if (vis < nk) std::memset(s + vis, 0, size_t(nk - vis) * sizeof(A));
+  if (vis < nk) std::memset(static_cast<void*>(out + vis), 0, size_t(nk - vis) * sizeof(O));
   const A alpha = std::exp(*m - base);  // exp(-inf) = 0 for the first visible tile
   *l = *l * alpha + sum.sum();
   *m = m_new;
@@ -181,7 +183,7 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
       gemm(false, true, R, nk, D, 1.0, qa, ldq, ka, ldk, 0.0, s, BK);  // S (R, nk) = Q K^T
       for (int64_t r = 0; r < R; ++r) {
         const int64_t vis = visible_keys(d.causal, i0 + r % mq, off, j0, nk);
-        const A alpha = online_softmax_row<V>(s + r * BK, nk, vis, scale, m + r, l + r);
+        const A alpha = online_softmax_row<V>(s + r * BK, nk, vis, scale, m + r, l + r, s + r * BK);
         if (alpha != A(1)) scale_row_to<V>(acc + r * D, D, alpha, acc + r * D);
       }
       const A* va = gemm_operand<V>(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, base + L.v, &ldv);
@@ -285,3 +287,7 @@ inline Status attn_backward_dispatch(const AttentionBackward& p, int64_t begin, 
     default: return Status::unsupported_dtype;
   }
 }
+
+#if YR_AVX512_BF16_CONVERT
+#include "attention_bf16_impl.h"
+#endif
