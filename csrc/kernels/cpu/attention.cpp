@@ -66,12 +66,16 @@ BwdScratch bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d) {
 // The scratch of the bf16-product loops (attention_bf16_impl.h), in bytes, each region 64-byte aligned.
 // Forward, for tiles of `rows` stacked query rows: S/P (rows, bk) fp32, the output accumulator (rows, d), row max
 // and sum; Q (rows, d rounded up to even) and P (rows, bk rounded up to even) in bf16; the K tile packed as K^T
-// (d/2 pair rows of bk rounded up to 16 words) and the V tile packed (bk/2 pair rows of d rounded up to 16).
+// (d/2 pair rows of packed_ld(bk) words) and the V tile packed (bk/2 pair rows of packed_ld(d)).
 struct Bf16FwdScratch {
   size_t s, acc, m, l, q, p, k, v, total;
 };
 int64_t even_up(int64_t n) { return (n + 1) / 2 * 2; }
 int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+// Row length (words, or floats) of a packed B operand or a transposed accumulator of n columns: n rounded up to 16,
+// plus 16, so that rows of a power-of-two length do not all map to the same cache sets (the packing of a 512-key
+// tile ran 5x slower, its GEMM 4% slower, with rows of exactly 512 words).
+int64_t packed_ld(int64_t n) { return up16(n) + 16; }
 Bf16FwdScratch bf16_fwd_scratch(int64_t rows, int64_t bk, int64_t d) {
   Bf16FwdScratch o{};
   size_t at = 0;
@@ -82,17 +86,17 @@ Bf16FwdScratch bf16_fwd_scratch(int64_t rows, int64_t bk, int64_t d) {
   o.l = take(rows * 4);
   o.q = take(rows * even_up(d) * 2);
   o.p = take(rows * even_up(bk) * 2);
-  o.k = take(even_up(d) / 2 * up16(bk) * 4);
-  o.v = take(even_up(bk) / 2 * up16(d) * 4);
+  o.k = take(even_up(d) / 2 * packed_ld(bk) * 4);
+  o.v = take(even_up(bk) / 2 * packed_ld(d) * 4);
   o.total = at;
   return o;
 }
 
-// Backward: dK^T and dV^T of the whole head (d, sk rounded up to 16) fp32; the head's K^T and V^T packed (d/2 pair
-// rows of sk rounded up to 16 words) and K packed (sk/2 pair rows of d rounded up to 16); Q and dO (rows, d even)
-// and their transposes (d, rows even) in bf16; dQ (rows, d), D_i and lse fp32; S/P and dP/dS (rows, bk) fp32; P
-// and dS packed in pairs of rows (rows/2, bk rounded up to 16 words), dS row-major in bf16 (rows, bk even); a
-// transpose buffer (16, d) fp32.
+// Backward: dK^T and dV^T of the whole head (d, packed_ld(sk)) fp32; the head's K^T and V^T packed (d/2 pair rows
+// of packed_ld(sk) words) and K packed (sk/2 pair rows of packed_ld(d)); Q and dO (rows, d even) and their
+// transposes (d, rows even) in bf16; dQ (rows, d), D_i and lse fp32; S/P and dP/dS (rows, bk) fp32; P and dS
+// packed in pairs of rows (rows/2, packed_ld(bk) words), dS row-major in bf16 (rows, bk even); a transpose buffer
+// (16, d) fp32.
 struct Bf16BwdScratch {
   size_t dkt, dvt, kt, vt, kr, q, dout, qt, dot, dq, di, lse, s, dp, pv, dsv, dsb, tr, total;
 };
@@ -101,11 +105,11 @@ Bf16BwdScratch bf16_bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d)
   size_t at = 0;
   const auto take = [&](int64_t bytes) { const size_t r = at; at += (size_t(bytes) + 63) / 64 * 64; return r; };
   const int64_t dp = even_up(d), rp = even_up(rows);
-  o.dkt = take(d * up16(sk) * 4);
-  o.dvt = take(d * up16(sk) * 4);
-  o.kt = take(dp / 2 * up16(sk) * 4);
-  o.vt = take(dp / 2 * up16(sk) * 4);
-  o.kr = take(even_up(sk) / 2 * up16(d) * 4);
+  o.dkt = take(d * packed_ld(sk) * 4);
+  o.dvt = take(d * packed_ld(sk) * 4);
+  o.kt = take(dp / 2 * packed_ld(sk) * 4);
+  o.vt = take(dp / 2 * packed_ld(sk) * 4);
+  o.kr = take(even_up(sk) / 2 * packed_ld(d) * 4);
   o.q = take(rows * dp * 2);
   o.dout = take(rows * dp * 2);
   o.qt = take(d * rp * 2);
@@ -115,8 +119,8 @@ Bf16BwdScratch bf16_bwd_scratch(int64_t sk, int64_t rows, int64_t bk, int64_t d)
   o.lse = take(rows * 4);
   o.s = take(rows * bk * 4);
   o.dp = take(rows * bk * 4);
-  o.pv = take(rp / 2 * up16(bk) * 4);
-  o.dsv = take(rp / 2 * up16(bk) * 4);
+  o.pv = take(rp / 2 * packed_ld(bk) * 4);
+  o.dsv = take(rp / 2 * packed_ld(bk) * 4);
   o.dsb = take(rows * even_up(bk) * 2);
   o.tr = take(16 * d * 4);
   o.total = at;

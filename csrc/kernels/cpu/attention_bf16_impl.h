@@ -78,7 +78,7 @@ Status attn_forward_bf16(const AttentionForward& p, int64_t begin, int64_t end, 
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
   const int64_t G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
   const int64_t blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
-  const int64_t Dp = even_up(D), BKp = even_up(BK), ldk = up16(BK), ldv = up16(D);
+  const int64_t Dp = even_up(D), BKp = even_up(BK), ldk = packed_ld(BK), ldv = packed_ld(D);
   const Bf16FwdScratch L = bf16_fwd_scratch(G * BQ, BK, D);
   char* const base = static_cast<char*>(scratch);
   float *s = reinterpret_cast<float*>(base + L.s), *acc = reinterpret_cast<float*>(base + L.acc);
@@ -129,7 +129,7 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
   const AttentionDims& d = p.dims;
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
   const int64_t G = d.heads_q / d.heads_kv, blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
-  const int64_t Dp = even_up(D), BKp = even_up(BK), Sk16 = up16(Sk), D16 = up16(D), BK16 = up16(BK);
+  const int64_t Dp = even_up(D), BKp = even_up(BK), ldkv = packed_ld(Sk), ldn = packed_ld(D), ldbk = packed_ld(BK);
   const Bf16BwdScratch L = bf16_bwd_scratch(Sk, G * BQ, BK, D);
   char* const base = static_cast<char*>(scratch);
   const auto f32 = [&](size_t o) { return reinterpret_cast<float*>(base + o); };
@@ -148,11 +148,11 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
     const bf16 *q = at(p.q, p.q_strides, b, h0), *go = at(p.grad_out, p.grad_out_strides, b, h0);
     const bf16 *o = at(p.out, p.out_strides, b, h0), *k = at(p.k, p.k_strides, b, hk), *v = at(p.v, p.v_strides, b, hk);
     // the head's K^T and V^T (B of S = Q K^T and dP = dO V^T) and K (B of dQ += dS K), packed once
-    bf16dot::pack_pairs_of_rows(k, p.k_strides.s, Sk, D, kt, Sk16);
-    bf16dot::pack_pairs_of_rows(v, p.v_strides.s, Sk, D, vt, Sk16);
-    bf16dot::pack_pairs_of_cols(k, p.k_strides.s, Sk, D, kr, D16);
-    std::fill(dkt, dkt + D * Sk16, 0.f);
-    std::fill(dvt, dvt + D * Sk16, 0.f);
+    bf16dot::pack_pairs_of_rows(k, p.k_strides.s, Sk, D, kt, ldkv);
+    bf16dot::pack_pairs_of_rows(v, p.v_strides.s, Sk, D, vt, ldkv);
+    bf16dot::pack_pairs_of_cols(k, p.k_strides.s, Sk, D, kr, ldn);
+    std::fill(dkt, dkt + D * ldkv, 0.f);
+    std::fill(dvt, dvt + D * ldkv, 0.f);
     for (int64_t n = split * blocks / p.splits; n < (split + 1) * blocks / p.splits; ++n) {
       const int64_t i0 = balanced_block(d.causal, n, blocks) * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
       const int64_t Rp = even_up(R);
@@ -170,21 +170,21 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
       const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
       for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         const int64_t nk = std::min(BK, kend - j0);
-        bf16dot::gemm(R, nk, Dp / 2, qb, Dp, kt + j0, Sk16, s, BK, false);  // S = Q_i K_j^T (unscaled)
+        bf16dot::gemm(R, nk, Dp / 2, qb, Dp, kt + j0, ldkv, s, BK, false);  // S = Q_i K_j^T (unscaled)
         for (int64_t r = 0; r < R; ++r) {
           probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r % mq, off, j0, nk), scale, lse[r]);
         }
-        pack_pairs_f32(s, BK, R, nk, pv, BK16);
-        bf16dot::gemm(D, nk, Rp / 2, gt, Rp, pv, BK16, dvt + j0, Sk16, true);  // dV_j^T += dO_i^T P
-        bf16dot::gemm(R, nk, Dp / 2, gb, Dp, vt + j0, Sk16, dp, BK, false);    // dP = dO_i V_j^T
+        pack_pairs_f32(s, BK, R, nk, pv, ldbk);
+        bf16dot::gemm(D, nk, Rp / 2, gt, Rp, pv, ldbk, dvt + j0, ldkv, true);  // dV_j^T += dO_i^T P
+        bf16dot::gemm(R, nk, Dp / 2, gb, Dp, vt + j0, ldkv, dp, BK, false);    // dP = dO_i V_j^T
         for (int64_t r = 0; r < R; ++r) {
           score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[r], scale);
           round_row_bf16(dp + r * BK, nk, dsb + r * BKp, nk % 2 != 0);
         }
-        pack_pairs_f32(dp, BK, R, nk, dsv, BK16);
+        pack_pairs_f32(dp, BK, R, nk, dsv, ldbk);
         // dQ_i += scale dS K_j
-        bf16dot::gemm(R, D, (nk + 1) / 2, dsb, BKp, kr + j0 / 2 * D16, D16, dq, D, true);
-        bf16dot::gemm(D, nk, Rp / 2, qt, Rp, dsv, BK16, dkt + j0, Sk16, true);  // dK_j^T += scale Q_i^T dS
+        bf16dot::gemm(R, D, (nk + 1) / 2, dsb, BKp, kr + j0 / 2 * ldn, ldn, dq, D, true);
+        bf16dot::gemm(D, nk, Rp / 2, qt, Rp, dsv, ldbk, dkt + j0, ldkv, true);  // dK_j^T += scale Q_i^T dS
       }
       for (int64_t r = 0; r < R; ++r) {
         const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;
@@ -193,11 +193,11 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
     }
     const int64_t head = b * d.heads_kv + hk;
     if (p.splits == 1) {
-      transpose_out(dkt, Sk16, D, Sk, static_cast<bf16*>(p.grad_k) + head * Sk * D, tr);
-      transpose_out(dvt, Sk16, D, Sk, static_cast<bf16*>(p.grad_v) + head * Sk * D, tr);
+      transpose_out(dkt, ldkv, D, Sk, static_cast<bf16*>(p.grad_k) + head * Sk * D, tr);
+      transpose_out(dvt, ldkv, D, Sk, static_cast<bf16*>(p.grad_v) + head * Sk * D, tr);
     } else {
-      transpose_out(dkt, Sk16, D, Sk, static_cast<float*>(p.grad_k) + (head * p.splits + split) * Sk * D, tr);
-      transpose_out(dvt, Sk16, D, Sk, static_cast<float*>(p.grad_v) + (head * p.splits + split) * Sk * D, tr);
+      transpose_out(dkt, ldkv, D, Sk, static_cast<float*>(p.grad_k) + (head * p.splits + split) * Sk * D, tr);
+      transpose_out(dvt, ldkv, D, Sk, static_cast<float*>(p.grad_v) + (head * p.splits + split) * Sk * D, tr);
     }
   }
   return Status::ok;
