@@ -24,6 +24,7 @@ using namespace yirage::kernels::cpu;
 
 YR_TARGET_BEGIN(YR_AVX512_BF16_TARGET)
 namespace bench {
+#include "kernels/cpu/gemm_f32_avx512.h"
 #include "kernels/cpu/gemm_bf16_avx512.h"
 }  // namespace bench
 YR_TARGET_END

@@ -9,6 +9,7 @@
 #include <limits>
 #include <array>
 #include <type_traits>
+#include <vector>
 
 namespace yirage::kernels::cpu {
 namespace {

@@ -1,6 +1,7 @@
 // bf16 x bf16 -> fp32 GEMM on AVX512-BF16 (vdpbf16ps: 16 lanes, each the sum of two bf16 products added to
 // an fp32 accumulator), for the attention tile loops of the avx512_bf16 variant (attention_bf16_impl.h).
-// No include guard: included inside the avx512_bf16 namespace and target region only (per_isa.h).
+// No include guard: included inside the avx512_bf16 namespace and target region only (per_isa.h), after
+// gemm_f32_avx512.h (its 16 x 16 transpose).
 //
 // Operands:
 //   A: row-major bf16, m rows of an even number of elements k (row stride lda elements); the element pair
@@ -107,35 +108,6 @@ inline void transpose_rows(const bf16* src, int64_t ld, int64_t rows, int64_t k,
   }
 }
 
-// r[0, 16) as a 16 x 16 matrix of 32-bit words, transposed in place: 32-bit and 64-bit unpacks, then two rounds
-// of 128-bit lane shuffles.
-inline void transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + c], 128-bit lane L: column 4L + c of rows 4i .. 4i + 3
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i x = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), y = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);
-    const __m512i x2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512i y2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_i32x4(x, x2, 0x88);
-    r[8 + c] = _mm512_shuffle_i32x4(x, x2, 0xdd);
-    r[4 + c] = _mm512_shuffle_i32x4(y, y2, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(y, y2, 0xdd);
-  }
-}
-
 // B = src^T packed, for src (n x k, row stride ld; the rows of a K or V tile as the columns of B): word (p, j)
 // = (src[j][2p], src[j][2p + 1]), a zero high half when 2p + 1 = k; kp = ceil(k / 2) rows of ldb words, of
 // which columns [n, ldb) are zero. In 16 x 16 word blocks (a 32-bit transpose), partial blocks through masked
@@ -152,7 +124,7 @@ inline void pack_pairs_of_rows(const bf16* src, int64_t ld, int64_t n, int64_t k
       for (int j = 0; j < 16; ++j) {
         r[j] = j < nj ? _mm512_maskz_loadu_epi16(mk, src + (j0 + j) * ld + 2 * p0) : _mm512_setzero_si512();
       }
-      transpose16x16(r);
+      f32dot::transpose16x16(r);
       const int64_t np = std::min<int64_t>(16, kp - p0);
       for (int64_t q = 0; q < np; ++q) _mm512_storeu_si512(dst + (p0 + q) * ldb + j0, r[q]);
     }

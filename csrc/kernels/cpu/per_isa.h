@@ -32,6 +32,8 @@ namespace {
 }  // namespace avx2
 YR_TARGET_END
 
+// the AVX-512 variants (both): code may use AVX-512F/BW/VL/DQ intrinsics under #if YR_AVX512_VARIANT
+#define YR_AVX512_VARIANT 1
 YR_TARGET_BEGIN(YR_AVX512_TARGET)
 namespace avx512 {
 namespace {
@@ -54,6 +56,7 @@ namespace {
 }  // namespace avx512_bf16
 YR_TARGET_END
 #undef YR_AVX512_BF16_CONVERT
+#undef YR_AVX512_VARIANT
 
 // Returns fn(args...) of the active ISA's namespace.
 #define YR_DISPATCH_ISA(fn, ...)                                          \
