@@ -1,9 +1,11 @@
-// The CPU attention's bf16 x bf16 -> fp32 GEMM (csrc/kernels/cpu/gemm_bf16_avx512.h, AVX512-BF16) alone: checks
-// each shape against a double-precision product of the same bf16 inputs, then times it (one thread, operands in
-// cache) with its packing routines. Shapes are the attention tiles' (M x N x K): the forward's S = Q K^T and
-// O += P V, the backward's dV^T += dO^T P and dQ += dS K, and odd sizes.
-//   g++ -O3 -std=c++20 -Icsrc benchmarks/cpu/gemm_bf16_bench.cpp csrc/kernels/cpu/isa.cpp -o build/gemm_bf16_bench
-//   build/gemm_bf16_bench [REPS]
+// The CPU attention's own GEMMs alone: the bf16 x bf16 -> fp32 one (csrc/kernels/cpu/gemm_bf16_avx512.h,
+// AVX512-BF16) and the fp32 one (gemm_f32_avx512.h, AVX-512 FMA; A as stored or transposed, B as stored or
+// transposed). Checks each shape against a double-precision product of the same inputs, then times it (one
+// thread, operands in cache; the best of five rounds) with the bf16 packing routines. Shapes are the attention
+// tiles' (M x N x K): the forward's S = Q K^T and O += P V, the backward's dV^T += dO^T P and dQ += dS K, and odd
+// sizes.
+//   g++ -O3 -std=c++20 -Icsrc benchmarks/cpu/gemm_avx512_bench.cpp csrc/kernels/cpu/isa.cpp -o build/gemm_avx512_bench
+//   build/gemm_avx512_bench [REPS]
 // Needs a CPU with AVX512-BF16 (it says so and exits 2 otherwise).
 #include <algorithm>
 #include <array>
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
   int failures = 0;
-  std::printf("%-14s %10s %10s %12s %14s %14s\n", "M x N x K", "max err", "us", "GFLOP/s", "pack B^T us", "pack B us");
+  std::printf("%-14s %10s %10s %12s %14s %14s\n", "bf16 M x N x K", "max err", "us", "GFLOP/s", "pack B^T us", "pack B us");
   for (const auto& sh : shapes) {
     const int m = sh[0], n = sh[1], k = sh[2], kp = (k + 1) / 2, ka = 2 * kp, ldb = (n + 15) / 16 * 16 + 16;
     std::vector<bf16> a(size_t(m) * ka), b(size_t(k) * n), bt(size_t(n) * k);
@@ -106,6 +108,40 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "%dx%dx%d", m, n, k);
     std::printf("%-14s %10.1e %10.2f %12.1f %14.2f %14.2f\n", name, err, t * 1e6, 2.0 * m * n * k / t / 1e9, tt * 1e6,
                 tn * 1e6);
+    // fp32: the same values (A m x k and its transpose, B k x n and its transpose), every layout
+    std::vector<float> af(size_t(m) * k), aft(size_t(k) * m), bf(size_t(k) * n), bft(size_t(n) * k);
+    for (int i = 0; i < m; ++i) {
+      for (int q = 0; q < k; ++q) aft[size_t(q) * m + i] = af[size_t(i) * k + q] = to_float(a[size_t(i) * ka + q]);
+    }
+    for (int q = 0; q < k; ++q) {
+      for (int j = 0; j < n; ++j) bft[size_t(j) * k + q] = bf[size_t(q) * n + j] = to_float(b[size_t(q) * n + j]);
+    }
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      const float* ap = ta ? aft.data() : af.data();
+      const float* bp = tb ? bft.data() : bf.data();
+      const int64_t lda = ta ? m : k, ldb2 = tb ? k : n;
+      std::fill(c.begin(), c.end(), 1.f);
+      bench::f32dot::gemm(ta, tb, m, n, k, 1.f, ap, lda, bp, ldb2, 0.f, c.data(), n);
+      double e32 = 0;
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double want = 0, mag = 0;
+          for (int q = 0; q < k; ++q) {
+            const double p = double(af[size_t(i) * k + q]) * bf[size_t(q) * n + j];
+            want += p;
+            mag += std::fabs(p);
+          }
+          e32 = std::max(e32, std::fabs(c[size_t(i) * n + j] - want) / std::max(mag, 1e-30));
+        }
+      }
+      if (e32 > 1e-5) ++failures;
+      const double t32 = seconds_per_call(reps, [&] {
+        bench::f32dot::gemm(ta, tb, m, n, k, 1.f, ap, lda, bp, ldb2, 1.f, c.data(), n);
+      });
+      std::printf("  fp32 %s%s %10.1e %10.2f %12.1f\n", ta ? "A^T" : "A  ", tb ? " B^T" : " B  ", e32, t32 * 1e6,
+                  2.0 * m * n * k / t32 / 1e9);
+    }
   }
   if (failures) std::printf("%d check(s) failed\n", failures);
   return failures ? 1 : 0;
