@@ -2,6 +2,7 @@
 works here), and the report holds the versions, how the library was loaded, every backend with its reason and
 the op x dispatch-key table, agreeing with the Python API of this process."""
 import json
+import os
 
 import pytest
 import torch
@@ -70,3 +71,17 @@ def test_text_report(json_report):
             if p["path"] == "unavailable":
                 assert f"  {n}: {p['reason']}" in paths
     assert "CPU check: ok" in text
+
+
+def test_fp32_gemm_choice(json_report):
+    # the library's own fp32 GEMM runs on AMD CPUs in an AVX-512 variant, unless YIRAGE_CPU_SGEMM=0
+    cpu = json_report["cpu"]
+    own = cpu["vendor"] == "AuthenticAMD" and cpu["isa"] in ("avx512", "avx512_bf16")
+    if os.environ.get("YIRAGE_CPU_SGEMM") == "0":
+        own = False
+    assert cpu["fp32_gemm"] == ("yirage" if own else "torch")
+    out = run_python(args=["-m", "yirage_ext", "--json"], env_extra={"YIRAGE_CPU_SGEMM": "0"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["cpu"]["fp32_gemm"] == "torch"
+    text = run_python(args=["-m", "yirage_ext"], env_extra={"YIRAGE_CPU_SGEMM": "0"}).stdout
+    assert "fp32 matmul / linear products: torch's BLAS" in text

@@ -24,6 +24,23 @@ def test_forward_values(target, dtype, m, k, n):
     assert_gemm_close(y, matmul_ref(inp.a, inp.b), k, dtype)
 
 
+# fp32 on AMD CPUs with AVX-512 runs on the library's own GEMM (kernels/cpu/sgemm.h; elsewhere torch's BLAS, and
+# these check that): blocks of 512 K x 1024 N x 72 M, B unpacked for up to 24 rows. Shapes past several blocks each
+# way with partial tiles, the few-rows path (7, 24) and the first packed size (25), in every operand layout; the
+# batch shapes take the per-matrix path that replaces bmm there.
+SGEMM_SHAPES = [((7, 300), (300, 1100)), ((24, 33), (33, 70)), ((25, 600), (600, 70)), ((300, 1030), (1030, 1100)),
+                ((145, 259), (259, 1030)), ((3, 40, 520), (3, 520, 90)), ((2, 30, 64), (64, 80))]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "broadcast"])
+@pytest.mark.parametrize("a_shape,b_shape", SGEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fp32_blocked_gemm(isa, layout, a_shape, b_shape):
+    inp = matmul_inputs(a_shape, b_shape, torch.float32, layout=layout, seed=11)
+    y = OPS.matmul(inp.a, inp.b)
+    assert y.is_contiguous()
+    assert_gemm_close(y, matmul_ref(inp.a, inp.b), a_shape[-1], torch.float32)
+
+
 def test_matches_torch_matmul():
     inp = matmul_inputs((5, 7, 96), (96, 33), torch.float32, seed=1)
     torch.testing.assert_close(OPS.matmul(inp.a, inp.b), torch.matmul(inp.a, inp.b))

@@ -106,7 +106,8 @@ def collect() -> dict:
     }
     lib = _loader.native_module()
     report["cpu"] = dict(lib.cpu_features(), isa=yirage_ext.cpu_isa(), best_isa=lib.cpu_best_isa(),
-                         output_cache=yirage_ext.cpu_cache_stats())
+                         output_cache=yirage_ext.cpu_cache_stats(),
+                         fp32_gemm="yirage" if lib.cpu_own_sgemm() else "torch")
     report["backends"] = []
     for name in backends.backend_names():
         b = backends.get_backend_info(name)
@@ -177,6 +178,10 @@ def render(r: dict) -> str:
                 "in tensors")
         else:
             add("output cache: off (YIRAGE_CPU_CACHE_MB=0, or not Linux)")
+        if cpu["fp32_gemm"] == "yirage":
+            add("fp32 matmul / linear products: the library's AVX-512 GEMM (YIRAGE_CPU_SGEMM=0: torch's BLAS)")
+        else:
+            add("fp32 matmul / linear products: torch's BLAS")
     if r.get("backends"):
         add("")
         add(f"== backends (default: {r['default_backend']})")

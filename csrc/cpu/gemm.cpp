@@ -13,6 +13,7 @@
 #include "common/cpu_memory.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_epilogue.h"
+#include "kernels/cpu/sgemm.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -82,6 +83,35 @@ void apply_epilogue(const char* op, const at::Tensor& out, const at::Tensor& in,
   cpu_for_rows(op, p.rows, p.cols, [&](int64_t b0, int64_t e0) { return k::linear_epilogue(p, b0, e0); });
 }
 
+// Our sgemm takes blocks of at least this many rows and columns: below that packing B costs more than the
+// product gains, and BLAS's small-M kernels (GEMV-like) win.
+constexpr int64_t kSgemmMinRows = 4;
+constexpr int64_t kSgemmMinCols = 64;
+
+// o = a @ b (o's last dim contiguous): our sgemm where sgemm_fp32() holds and the block is large enough, else
+// torch's BLAS (at::cpu::mm_out).
+void product(at::Tensor& o, const at::Tensor& a, const at::Tensor& b) {
+  if (o.scalar_type() == at::kFloat && a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat &&
+      sgemm_fp32() && o.stride(1) == 1 && o.size(0) >= kSgemmMinRows && o.size(1) >= kSgemmMinCols) {
+    k::SgemmArgs g;
+    g.m = o.size(0);
+    g.n = o.size(1);
+    g.k = a.size(1);
+    g.a = a.const_data_ptr<float>();
+    g.a_rs = a.stride(0);
+    g.a_cs = a.stride(1);
+    g.b = b.const_data_ptr<float>();
+    g.b_rs = b.stride(0);
+    g.b_cs = b.stride(1);
+    g.c = o.mutable_data_ptr<float>();
+    g.ldc = o.stride(0);
+    const k::Status status = k::sgemm(g);
+    TORCH_CHECK(status == k::Status::ok, "yirage: CPU sgemm failed with status ", static_cast<int>(status));
+    return;
+  }
+  at::cpu::mm_out(o, a, b);
+}
+
 at::Tensor block(const at::Tensor& t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   return t.narrow(0, r0, r1 - r0).narrow(1, c0, c1 - c0);
 }
@@ -98,7 +128,7 @@ void split_product(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b
   const int64_t threads = at::get_num_threads();
   if (m == 1 || threads == 1 || at::in_parallel_region() || m * n * kdim < kSplitWork) {
     at::Tensor o = c;
-    at::cpu::mm_out(o, a, b);
+    product(o, a, b);
     after(0, m, 0, n);
     return;
   }
@@ -110,17 +140,19 @@ void split_product(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b
     at::AutoDispatchBelowADInplaceOrView guard;  // thread-local dispatch state is not inherited by workers
     if (by_rows) {
       at::Tensor o = c.narrow(0, s0, s1 - s0);
-      at::cpu::mm_out(o, a.narrow(0, s0, s1 - s0), b);
+      product(o, a.narrow(0, s0, s1 - s0), b);
       after(s0, s1, int64_t{0}, n);
     } else {
       at::Tensor o = c.narrow(1, s0, s1 - s0);
-      at::cpu::mm_out(o, a, b.narrow(1, s0, s1 - s0));
+      product(o, a, b.narrow(1, s0, s1 - s0));
       after(int64_t{0}, m, s0, s1);
     }
   });
 }
 
 }  // namespace
+
+bool sgemm_fp32() { return k::sgemm_preferred(); }
 
 at::Tensor to_fp32(const at::Tensor& t) {
   if (t.scalar_type() == at::kFloat) return t;

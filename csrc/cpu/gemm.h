@@ -4,10 +4,11 @@
 //
 // The product is ATen's CPU kernel (at::cpu::mm_out: the BLAS torch links, MKL or OpenBLAS, without a
 // dispatcher round trip or autograd bookkeeping), handed the output (or a block of it) as `out`, so it
-// allocates nothing. Threads: the larger of M and N is split into one block per thread, each a single-threaded
-// BLAS call followed by the epilogue on that block while it is in that core's cache (split_product in
-// gemm.cpp says what was measured). Single-threaded, the bias + activation pass costs ~0.2 ns (bias only) to
-// ~1.2 ns (gelu) per output element on AVX2, against 2K / (BLAS FLOP rate) for the product.
+// allocates nothing - or, for fp32 on AMD CPUs with AVX-512, our own blocked GEMM (sgemm_fp32 below).
+// Threads: the larger of M and N is split into one block per thread, each a single-threaded product followed
+// by the epilogue on that block while it is in that core's cache (split_product in gemm.cpp says what was
+// measured). Single-threaded, the bias + activation pass costs ~0.2 ns (bias only) to ~1.2 ns (gelu) per output
+// element on AVX2, against 2K / (BLAS FLOP rate) for the product.
 //
 // bf16/fp16 where torch has no native half GEMM (no AVX-512 / AVX512-FP16 / AVX-NE-CONVERT): torch 2.13 falls
 // back to its own loops there, dot products at about a third of sgemm's speed when both operands are contiguous
@@ -30,6 +31,10 @@ struct GemmEpilogue {
   at::Tensor pre;   // undefined, or (M, N) with out's row stride: receives z = product + bias
   bool any() const { return bias.defined() || act != kernels::Activation::none || pre.defined(); }
 };
+
+// Whether fp32 products run on our own blocked GEMM (kernels/cpu/sgemm.h: AMD CPUs with AVX-512, where torch's
+// MKL runs AVX2 kernels) rather than torch's BLAS; blocks under 32 rows or 64 columns keep the BLAS.
+bool sgemm_fp32();
 
 // Whether a (..., M, K) @ b (..., K, N) goes through fp32 (see above; it depends on the sizes and on whether
 // both operands are contiguous along K, the layout torch's half fallback handles well).

@@ -1,7 +1,8 @@
 // CPU glue for matmul: checks, the batch layout, and BLAS products straight into the preallocated output
 // (cpu/gemm.h). Broadcast batch dims are never materialized:
 //   - b without a batch of its own and a whose (batch, M) rows collapse to one stride: one (B*M, K) @ (K, N);
-//   - batch dims that collapse to one stride each (stride 0 for broadcast ones): one batched product (bmm);
+//   - batch dims that collapse to one stride each (stride 0 for broadcast ones): one batched product (bmm; not
+//     where fp32 products run on our sgemm, gemm.h);
 //   - otherwise one product per output matrix on strided views, over threads when the matrices are small.
 // bf16/fp16 products that go through fp32 (gemm_via_fp32) convert a and b once, unexpanded.
 #include <ATen/ExpandUtils.h>
@@ -54,7 +55,8 @@ at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b) {
   const bool via_fp32 = gemm_via_fp32(a, b);
   const at::Tensor ae = (via_fp32 ? to_fp32(a) : a).expand(shape.a_sizes);
   const at::Tensor be = (via_fp32 ? to_fp32(b) : b).expand(shape.b_sizes);
-  if (!via_fp32) {
+  // one batched BLAS call, unless fp32 products run on our sgemm (then per matrix, through gemm_into)
+  if (!via_fp32 && !(a.scalar_type() == at::kFloat && sgemm_fp32())) {
     auto a3 = matmul_view_as(ae, {nbatch, m, k});
     auto b3 = matmul_view_as(be, {nbatch, k, n});
     if (a3 && b3) {

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "common/cpu_cache.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/isa.h"
 
 namespace py = pybind11;
@@ -136,6 +137,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Counters of the CPU output cache (large outputs reuse freed blocks; YIRAGE_CPU_CACHE_MB caps it).");
   m.def("empty_cpu_cache", [] { yirage::empty_cpu_cache(); },
         "Return the CPU output cache's free blocks to the system (blocks in live tensors stay).");
+  m.def("cpu_own_sgemm", [] { return k::sgemm_preferred(); },
+        "Whether fp32 matmul / linear products run on the library's own AVX-512 GEMM (AMD CPUs with AVX-512; "
+        "YIRAGE_CPU_SGEMM=0 turns it off) rather than torch's BLAS.");
   m.def("cpu_features", [] {
     const k::CpuFeatures& f = k::cpu_features();
     py::dict d;

@@ -53,6 +53,13 @@ void tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, f
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_setzero_ps();
   }
+  if (accumulate) {  // C is added at the end: its lines into L2 meanwhile (a large C comes from memory)
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * j), _MM_HINT_T1);
+    }
+  }
   for (int64_t p = 0; p < k; ++p) {
     __m512 bv[NV];
 #pragma GCC unroll 4
