@@ -132,6 +132,9 @@ def test_rooflines_are_measured_once():
     assert bw > 1e8 and roof.copy_bandwidth() == bw
     rate, what = roof.gemm_rate(torch.float32)
     assert rate > 1e8 and "torch.matmul" in what and roof.gemm_rate(torch.float32) == (rate, what)
+    # a half type's roof is at least the fp32 one (its products can run as fp32 ones), and says which it is
+    rate16, what16 = roof.gemm_rate(torch.float16)
+    assert rate16 >= rate and ("float16" in what16 if rate16 > rate else what16 == f"{what} (faster than float16 here)")
 
 
 # ---- providers and the runner ----

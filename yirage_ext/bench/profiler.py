@@ -121,7 +121,10 @@ class Rooflines:
         return self._copy
 
     def gemm_rate(self, dtype: torch.dtype) -> Tuple[float, str]:
-        """(FLOP/s, description) of torch.matmul of square matrices in `dtype` (fp32 accumulation for half types)."""
+        """(FLOP/s, description) of torch.matmul of square matrices in `dtype` (fp32 accumulation for half types),
+        or in fp32 where that is faster: a half-precision product can always run as an fp32 one, and torch's CPU
+        fp16 matmul has no fast kernel on CPUs without AVX512-FP16 / AMX-FP16 (about 1% of the fp32 rate on an
+        AVX-512 EPYC), which would make a roofline of nothing."""
         if dtype not in self._gemm:
             n = 4096 if _is_cuda(self.device) else 512
             gen = torch.Generator().manual_seed(0)
@@ -129,5 +132,11 @@ class Rooflines:
             b = torch.randn(n, n, generator=gen).to(dtype=dtype, device=self.device)
             c = torch.empty(n, n, dtype=dtype, device=self.device)
             t = profile(lambda: torch.matmul(a, b, out=c), self.device, warmup=2, repeats=30, budget_s=self.budget_s)
-            self._gemm[dtype] = (2 * n**3 / t.p20, f"torch.matmul {n}x{n}x{n} {str(dtype).replace('torch.', '')}")
+            name = str(dtype).replace('torch.', '')
+            rate, what = 2 * n**3 / t.p20, f"torch.matmul {n}x{n}x{n} {name}"
+            if dtype in (torch.float16, torch.bfloat16):
+                rate32, what32 = self.gemm_rate(torch.float32)
+                if rate32 > rate:
+                    rate, what = rate32, f"{what32} (faster than {name} here)"
+            self._gemm[dtype] = (rate, what)
         return self._gemm[dtype]
