@@ -11,7 +11,9 @@ namespace yirage {
 namespace {
 
 struct ActivationCpu : CpuGlueBackend {
-  static void forward(const char* op, const kernels::ActivationForward& p) {
+  static void forward(const char* op, const kernels::ActivationForward& args) {
+    kernels::ActivationForward p = args;
+    p.stream_out = cpu_stream_outputs((p.gated ? 3 : 2) * p.rows * p.cols * cpu_dtype_size(p.dtype));
     cpu_for_rows(op, p.rows * p.cols, 1,
                  [&](int64_t b, int64_t e) { return kernels::cpu::activation_forward(p, b, e); });
   }

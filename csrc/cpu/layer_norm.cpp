@@ -26,7 +26,9 @@ at::Tensor contiguous_or_none(const std::optional<at::Tensor>& t) {
 }
 
 struct LayerNormCpu : CpuGlueBackend {
-  static void forward(const char* op, const kernels::LayerNormForward& p) {
+  static void forward(const char* op, const kernels::LayerNormForward& args) {
+    kernels::LayerNormForward p = args;
+    p.stream_out = cpu_stream_outputs(2 * p.rows * p.cols * cpu_dtype_size(p.dtype));
     cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::layer_norm_forward(p, b, e); });
   }
 };

@@ -22,7 +22,9 @@ namespace {
 namespace k = kernels::cpu;
 
 struct RmsNormCpu : CpuGlueBackend {
-  static void forward(const char* op, const kernels::RmsNormForward& p) {
+  static void forward(const char* op, const kernels::RmsNormForward& args) {
+    kernels::RmsNormForward p = args;
+    p.stream_out = cpu_stream_outputs((p.residual ? 4 : 2) * p.rows * p.cols * cpu_dtype_size(p.dtype));
     cpu_for_rows(op, p.rows, p.cols, [&](int64_t b, int64_t e) { return k::rms_norm_forward(p, b, e); });
   }
 };

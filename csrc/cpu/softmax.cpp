@@ -13,7 +13,9 @@ namespace {
 namespace k = kernels::cpu;
 
 struct SoftmaxCpu : CpuGlueBackend {
-  static void forward(const char* op, const kernels::SoftmaxForward& p) {
+  static void forward(const char* op, const kernels::SoftmaxForward& args) {
+    kernels::SoftmaxForward p = args;
+    p.stream_out = p.inner == 1 && cpu_stream_outputs(2 * p.outer * p.dim * cpu_dtype_size(p.dtype));  // rows
     const k::SoftmaxTasks tasks = k::softmax_tasks(p.outer, p.dim, p.inner, p.dtype);
     cpu_for_rows(op, tasks.count, tasks.elems, [&](int64_t b, int64_t e) { return k::softmax_forward(p, b, e); });
   }

@@ -60,6 +60,7 @@ struct ActivationForward {
   Activation act = Activation::silu;
   bool gated = false;    // out = act(x[:, :cols]) * x[:, cols:2*cols]; else out = act(x)
   DType dtype = DType::f32;
+  bool stream_out = false;  // CPU: write out with non-temporal stores (outputs beyond the last-level cache)
 };
 
 struct ActivationBackward {

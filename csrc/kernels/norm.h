@@ -23,6 +23,7 @@ struct RmsNormForward {
   int64_t rows = 0, cols = 0;
   double eps = 1e-6;
   DType dtype = DType::f32;
+  bool stream_out = false;  // CPU: write out with non-temporal stores (outputs beyond the last-level cache)
 };
 
 // layer_norm: y = (x - mean) * rsqrt(var + eps) * weight + bias per row (biased variance).
@@ -35,6 +36,7 @@ struct LayerNormForward {
   int64_t rows = 0, cols = 0;
   double eps = 1e-5;
   DType dtype = DType::f32;
+  bool stream_out = false;  // CPU: write out with non-temporal stores (outputs beyond the last-level cache)
 };
 
 }  // namespace yirage::kernels

@@ -18,6 +18,8 @@ struct SoftmaxForward {
   int64_t outer = 0, dim = 0, inner = 0;
   bool log = false;            // log_softmax instead of softmax
   DType dtype = DType::f32;
+  bool stream_out = false;     // CPU: write out with non-temporal stores (set by the glue for outputs far larger
+                               // than the last-level cache; other backends ignore it)
 };
 
 struct SoftmaxBackward {

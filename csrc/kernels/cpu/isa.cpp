@@ -87,6 +87,29 @@ namespace yirage::kernels::cpu {
 
 namespace {
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The largest data or unified cache of the highest level that cpuid's deterministic cache parameters (leaf 4 on
+// Intel, 0x8000001D on AMD: the same layout) list, in bytes; 0 when there are none.
+uint64_t last_level_cache(unsigned leaf) {
+  uint64_t size = 0;
+  unsigned level = 0;
+  for (unsigned i = 0; i < 16; ++i) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __cpuid_count(leaf, i, a, b, c, d);
+    const unsigned type = a & 31u;
+    if (type == 0) break;
+    if (type == 2) continue;  // instruction cache
+    const unsigned lv = (a >> 5) & 7u;
+    const uint64_t bytes = uint64_t((b >> 22) + 1) * (((b >> 12) & 1023u) + 1) * ((b & 4095u) + 1) * (uint64_t(c) + 1);
+    if (lv > level || (lv == level && bytes > size)) {
+      level = lv;
+      size = bytes;
+    }
+  }
+  return size;
+}
+#endif
+
 CpuFeatures read_features() {
   CpuFeatures f{};
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -117,6 +140,10 @@ CpuFeatures read_features() {
       f.amx_int8 = f.amx_tile && ((d >> 25) & 1u);
     }
     __get_cpuid(0x80000000u, &a, &b, &c, &d);
+    const unsigned max_ext = a;
+    const bool amd = std::memcmp(f.vendor, "AuthenticAMD", 12) == 0;
+    if (amd && max_ext >= 0x8000001Du) f.llc_bytes = last_level_cache(0x8000001Du);
+    else if (!amd && max_leaf >= 4) f.llc_bytes = last_level_cache(4);
     if (a >= 0x80000004u) {
       unsigned regs[12];
       for (unsigned i = 0; i < 3; ++i) __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2],

@@ -34,6 +34,9 @@ struct CpuFeatures {
   bool amx_tile;        // AMX tiles (CPUID.7.0:EDX[24]), with the OS saving the tile state (XCR0[18:17])
   bool amx_bf16;        // AMX BF16 (CPUID.7.0:EDX[22])
   bool amx_int8;        // AMX INT8 (CPUID.7.0:EDX[25])
+  // The last-level cache one core sees (cpuid's cache parameters: e.g. one CCX's L3 on AMD), in bytes; 0 when
+  // cpuid does not list it (then callers assume 32 MiB).
+  unsigned long long llc_bytes;
 };
 const CpuFeatures& cpu_features();
 

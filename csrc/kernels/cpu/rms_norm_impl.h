@@ -69,23 +69,31 @@ inline typename V::acc_t add_sum_squares(const T* x, const T* r, T* h, int64_t n
   return blocked_sum(n, [&](int64_t b, int64_t len) { return add_sum_squares_block<V>(x + b, r + b, h + b, len); });
 }
 
+// y = src * rstd (* w); `stream`: y (64-byte aligned) written with non-temporal stores
 template <typename V, typename T, bool kWeight>
-inline void scale_row(const T* src, const T* w, typename V::acc_t rstd, T* y, int64_t n) {
+inline void scale_row(const T* src, const T* w, typename V::acc_t rstd, T* y, int64_t n, bool stream) {
   constexpr int W = V::W;
   const V s = V::set1(rstd);
   int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    V v0, v1;
-    load_pair_x(src + i, v0, v1);
-    v0 = v0 * s;
-    v1 = v1 * s;
-    if (kWeight) {
-      V w0, w1;
-      load_pair_x(w + i, w0, w1);
-      v0 = v0 * w0;
-      v1 = v1 * w1;
+  const auto pairs = [&](auto store2) {
+    for (; i + 2 * W <= n; i += 2 * W) {
+      V v0, v1;
+      load_pair_x(src + i, v0, v1);
+      v0 = v0 * s;
+      v1 = v1 * s;
+      if (kWeight) {
+        V w0, w1;
+        load_pair_x(w + i, w0, w1);
+        v0 = v0 * w0;
+        v1 = v1 * w1;
+      }
+      store2(v0, v1, y + i);
     }
-    store_pair_x(v0, v1, y + i);
+  };
+  if (stream) {
+    pairs([](const V& a, const V& b, T* q) { stream_pair_x(a, b, q); });
+  } else {
+    pairs([](const V& a, const V& b, T* q) { store_pair_x(a, b, q); });
   }
   for (; i + W <= n; i += W) {
     V v = V::load(src + i) * s;
@@ -116,9 +124,12 @@ Status forward_rows(const RmsNormForward& p, int64_t begin, int64_t end) {
     }
     const acc_t rstd = acc_t(1) / std::sqrt(ss / acc_t(n) + acc_t(p.eps));
     T* y = static_cast<T*>(p.out) + row * n;
-    if (w != nullptr) scale_row<V, T, true>(src, w, rstd, y, n);
-    else scale_row<V, T, false>(src, w, rstd, y, n);
+    // y only: fused_add_rms_norm's h is read back right away, from the cache
+    const bool stream = p.stream_out && reinterpret_cast<uintptr_t>(y) % 64 == 0;
+    if (w != nullptr) scale_row<V, T, true>(src, w, rstd, y, n, stream);
+    else scale_row<V, T, false>(src, w, rstd, y, n, stream);
   }
+  if (p.stream_out) stream_fence();
   return Status::ok;
 }
 

@@ -56,17 +56,46 @@ struct Vec {
     a.v = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), w));
     b.v = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), w));
   }
-  static void store2x(Vec a, Vec b, bf16* p) {
+  // the 32 bf16 values store2x writes
+  static __m512i pack2x(Vec a, Vec b) {
 #if YR_AVX512_BF16_CONVERT
     if (__builtin_expect((subnormal(a.v) | subnormal(b.v)) == 0, 1)) {
       // a's rounded lanes in the low half, b's in the high half, then each 64-bit unit to its place: a's lanes hold
       // p[0..3], p[8..11], ..., b's p[4..7], p[12..15], ...
       const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b.v, a.v));
-      _mm512_storeu_si512(p, _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), both));
+      return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), both);
+    }
+#endif
+    return _mm512_packus_epi32(bf16_lanes(a.v), bf16_lanes(b.v));
+  }
+  static void store2x(Vec a, Vec b, bf16* p) { _mm512_storeu_si512(p, pack2x(a, b)); }
+  // Non-temporal stores of two vectors to p[0, 32) (p 64-byte aligned), the bits store_pair (stream_pair) or
+  // store2x (stream_pair_x) would write: for outputs larger than the last-level cache, which then skip the
+  // read-for-ownership of a cached store and leave the cache to the inputs (vec_util.h, stream_pair).
+  static void stream(Vec a, float* p) { _mm512_stream_ps(p, a.v); }
+  static void stream_pair(Vec a, Vec b, float* p) {
+    _mm512_stream_ps(p, a.v);
+    _mm512_stream_ps(p + 16, b.v);
+  }
+  static void stream_pair(Vec a, Vec b, bf16* p) {
+    __m512i both;
+#if YR_AVX512_BF16_CONVERT
+    if (__builtin_expect((subnormal(a.v) | subnormal(b.v)) == 0, 1)) {
+      both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b.v, a.v));  // a's lanes, then b's: in order
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
       return;
     }
 #endif
-    _mm512_storeu_si512(p, _mm512_packus_epi32(bf16_lanes(a.v), bf16_lanes(b.v)));
+    both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_lanes(a.v))),
+                              _mm512_cvtepi32_epi16(bf16_lanes(b.v)), 1);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
+  }
+  static void stream_pair_x(Vec a, Vec b, bf16* p) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), pack2x(a, b)); }
+  static void stream_pair(Vec a, Vec b, f16* p) {
+    constexpr int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512i both =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(a.v, r)), _mm512_cvtps_ph(b.v, r), 1);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
   }
   static void unpair(Vec& a, Vec& b) {
     // 128-bit blocks: a = (p0 p2 p4 p6), b = (p1 p3 p5 p7) in units of 4 elements -> (p0 p1 p2 p3), (p4 p5 p6 p7)

@@ -86,6 +86,34 @@ inline void store_pair_x(const V& a, const V& b, T* p) {
   if constexpr (kHasLoad2x<V, T>) V::store2x(a, b, p); else store_pair(a, b, p);
 }
 
+// store_pair / store_pair_x with non-temporal stores where the ISA has them (AVX-512: V::stream_pair,
+// V::stream_pair_x), else the cached stores; p must be 64-byte aligned. For outputs larger than the
+// last-level cache (the glue decides: see cpu_stream_outputs in common/cpu_launch.h); a task that used them ends
+// with stream_fence().
+template <typename V, typename T>
+inline void stream_pair(const V& a, const V& b, T* p) {
+  if constexpr (requires { V::stream_pair(a, b, p); }) V::stream_pair(a, b, p); else store_pair(a, b, p);
+}
+template <typename V, typename T>
+inline void stream_pair_x(const V& a, const V& b, T* p) {
+  if constexpr (kHasLoad2x<V, T>) {
+    if constexpr (requires { V::stream_pair_x(a, b, p); }) V::stream_pair_x(a, b, p); else V::store2x(a, b, p);
+  } else {
+    stream_pair(a, b, p);
+  }
+}
+// One fp32 vector, non-temporal where the ISA has it (p 64-byte aligned), else a.store(p).
+template <typename V, typename T>
+inline void stream_one(const V& a, T* p) {
+  if constexpr (requires { V::stream(a, p); }) V::stream(a, p); else a.store(p);
+}
+// Orders earlier non-temporal stores before anything after it (they bypass the cache's ordering).
+inline void stream_fence() {
+#if YR_HAVE_X86_VARIANTS
+  _mm_sfence();
+#endif
+}
+
 // sums over load_pair_x lanes of T back to the lanes of load(p), load(p + W): the same sums, bit for bit
 template <typename T, typename V>
 inline void unpair_x(V& a, V& b) {
