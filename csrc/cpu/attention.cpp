@@ -1,7 +1,7 @@
 // CPU glue for attention, attention_forward and attention_backward: checks, strides, the BLAS callback,
 // per-thread scratch and the thread split. The tile loops (kernels/cpu/attention.h) are vectorized per ISA
-// and chosen at run time; their GEMMs run on torch's CPU BLAS through at::cpu::addmm_out, except in the AVX-512
-// variants, which multiply fp32 and bf16 tiles themselves (kernels/cpu/attention.h).
+// and chosen at run time; their GEMMs run on torch's CPU BLAS through at::cpu::addmm_out, except on AMD CPUs in
+// the AVX-512 variants, which multiply fp32 and bf16 tiles themselves (kernels/cpu/attention.h).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>

@@ -1,6 +1,7 @@
 // Block sizes and scratch layout of the attention kernels; instantiates the tile loops once per ISA and
 // picks one at run time (isa.h).
 #include "attention.h"
+#include "sgemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -147,10 +148,12 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 namespace yirage::kernels::cpu {
 namespace {
 
-// bf16 inputs take the bf16-product loops when the avx512_bf16 variant is active.
+// Products on our own tiles where sgemm_preferred() holds (AMD CPUs in an AVX-512 variant, YIRAGE_CPU_SGEMM not
+// 0); bf16 inputs then take the bf16-product loops in the avx512_bf16 variant.
+bool own_products(DType t) { return t != DType::f64 && sgemm_preferred(); }
 bool bf16_products(DType t) {
 #if YR_HAVE_X86_VARIANTS
-  return t == DType::bf16 && active_isa() == Isa::avx512_bf16;
+  return t == DType::bf16 && own_products(t) && active_isa() == Isa::avx512_bf16;
 #else
   (void)t;
   return false;
@@ -178,6 +181,7 @@ AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
   AttentionPlan plan;
   plan.tasks = d.batch * (d.heads_q / p.heads_per_task) * blocks;
   p.bf16_products = bf16_products(d.dtype);
+  p.own_products = own_products(d.dtype);
   plan.scratch_bytes =
       p.bf16_products
           ? bf16_fwd_scratch(p.heads_per_task * p.block_q, p.block_kv, d.head_dim).total
@@ -200,6 +204,7 @@ AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads) {
   AttentionPlan plan;
   plan.tasks = d.batch * d.heads_kv * p.splits;
   p.bf16_products = bf16_products(d.dtype);
+  p.own_products = own_products(d.dtype);
   plan.scratch_bytes =
       p.bf16_products
           ? bf16_bwd_scratch(d.seq_kv, group * p.block_q, p.block_kv, d.head_dim).total

@@ -2,10 +2,10 @@
 //
 // Strategy (FlashAttention-2 on a CPU): the Sq x Sk score matrix is never formed. Work is split into
 // query blocks x key blocks so every product is a GEMM on tiles: S = scale * Q_i K_j^T (BQ x BK), and the
-// caller's GEMM (a BLAS behind a callback, see GemmCallback) does them at BLAS speed - in the AVX-512 variants
-// our own tiles do instead (gemm_f32_avx512.h, gemm_bf16_avx512.h: torch's MKL runs AVX2 kernels on AMD CPUs,
-// about 110 GFLOP/s a core against 265 for fp32 tiles and 500 for bf16 ones on an AVX-512 EPYC; the callback
-// then serves fp64 only). Between the GEMMs,
+// caller's GEMM (a BLAS behind a callback, see GemmCallback) does them at BLAS speed - on AMD CPUs with AVX-512
+// our own tiles do instead (gemm_f32_avx512.h, gemm_bf16_avx512.h: torch's MKL runs AVX2 kernels there, about
+// 110 GFLOP/s a core against 265 for fp32 tiles and 500 for bf16 ones on an AVX-512 EPYC; the callback then
+// serves fp64 only; YIRAGE_CPU_SGEMM=0 keeps the callback, as for matmul). Between the GEMMs,
 // vectorized per-ISA loops (isa.h) apply the causal mask, keep the online softmax (running row max m,
 // row sum l, accumulator O rescaled by exp(m_old - m_new) when the max grows) and finish O / l.
 //   forward : one task per (batch, key/value head, query block), the block's rows of the query heads that
@@ -24,10 +24,11 @@
 //             own dK/dV partial sums for the caller to add up.
 // Inputs are any (B, H, S, D) strides with a contiguous last dim (broadcast dims of stride 0 included);
 // tiles of fp32 (fp64) inputs with a row stride >= D feed the GEMM in place, other tiles (bf16/fp16, or
-// stride-0 rows) are converted into fp32 scratch first - except bf16 in the avx512_bf16 variant, whose
-// products run bf16 x bf16 -> fp32 on AVX512-BF16 dot products (attention_bf16_impl.h: tiles packed in pairs
-// along the products' inner dim, P and dS rounded to bf16, dK / dV accumulated transposed; about 4.6x the
-// fp32 GEMM rate of an AVX-512 EPYC core). Accumulation in fp32 (fp64 for fp64). Causal
+// stride-0 rows) are converted into fp32 scratch first - except bf16 in the avx512_bf16 variant on AMD CPUs,
+// whose products run bf16 x bf16 -> fp32 on AVX512-BF16 dot products (attention_bf16_impl.h: tiles packed in
+// pairs along the products' inner dim, P and dS rounded to bf16, dK / dV accumulated transposed; about 4.6x the
+// fp32 GEMM rate of an AVX-512 EPYC core, where on an Intel Xeon with AMX the same tiles ran at 80 GFLOP/s a
+// core, below its fp32 ones). Accumulation in fp32 (fp64 for fp64). Causal
 // masks are aligned bottom-right: query i sees keys j <= i + Sk - Sq; key blocks past a query block's
 // last visible key are skipped. Any head dim; memory is linear in the sequence lengths (per-thread
 // scratch of a few tiles, plus O(Sk * D) per thread in the backward).
@@ -77,6 +78,9 @@ struct AttentionForward {
   // (P rounded to bf16 before P V) instead of on fp32 copies of the tiles.
   int64_t block_q = 0, block_kv = 0, heads_per_task = 1;
   bool bf16_products = false;
+  // own_products: fp32 products on gemm_f32_avx512.h instead of the callback (the AVX-512 variants, where
+  // sgemm_preferred() holds: AMD CPUs, whose MKL runs AVX2 kernels; set by the plan)
+  bool own_products = false;
 };
 
 struct AttentionBackward {
@@ -99,6 +103,7 @@ struct AttentionBackward {
   // rounded to bf16 before their products).
   int64_t block_q = 0, block_kv = 0, splits = 1;
   bool bf16_products = false;
+  bool own_products = false;  // as in AttentionForward
 };
 
 // Work split of a call: independent tasks, and the scratch one thread needs (64-byte multiple).

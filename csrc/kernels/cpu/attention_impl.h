@@ -1,7 +1,7 @@
 // The attention tile loops, written once over a vector type V (fp32 lanes, or VecD for fp64) and the
 // storage type T. No include guard: attention.cpp includes this through per_isa.h, once per ISA. See
 // attention.h for the algorithm; the GEMMs go through the caller's GemmCallback, except fp32 products in the
-// AVX-512 variants, which run on gemm_f32_avx512.h.
+// AVX-512 variants when the plan chose our own tiles (own_products), which run on gemm_f32_avx512.h.
 
 #if YR_AVX512_VARIANT
 #include "gemm_f32_avx512.h"
@@ -167,7 +167,9 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
   const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
                         const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
 #if YR_AVX512_VARIANT
-    if constexpr (!f64) return f32dot::gemm(ta, tb, mm, nn, kk, A(alpha), a, lda, b, ldb, A(beta), c, ldc);
+    if constexpr (!f64) {
+      if (p.own_products) return f32dot::gemm(ta, tb, mm, nn, kk, A(alpha), a, lda, b, ldb, A(beta), c, ldc);
+    }
 #endif
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
@@ -223,7 +225,9 @@ Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t en
   const auto gemm = [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, double alpha, const A* a, int64_t lda,
                         const A* b, int64_t ldb, double beta, A* c, int64_t ldc) {
 #if YR_AVX512_VARIANT
-    if constexpr (!f64) return f32dot::gemm(ta, tb, mm, nn, kk, A(alpha), a, lda, b, ldb, A(beta), c, ldc);
+    if constexpr (!f64) {
+      if (p.own_products) return f32dot::gemm(ta, tb, mm, nn, kk, A(alpha), a, lda, b, ldb, A(beta), c, ldc);
+    }
 #endif
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };

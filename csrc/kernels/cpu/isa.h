@@ -10,8 +10,8 @@
 namespace yirage::kernels::cpu {
 
 // Each variant needs the CPU features of the one before it: avx512_bf16 is the avx512 code with bf16 results rounded
-// by AVX512-BF16's conversion instructions (the same bits), and bf16 attention's products on AVX512-BF16 dot products
-// (bf16 x bf16 -> fp32, P and dS rounded to bf16 first: not the same bits as avx512's fp32 products).
+// by AVX512-BF16's conversion instructions (the same bits), and on AMD CPUs bf16 attention's products on AVX512-BF16
+// dot products (bf16 x bf16 -> fp32, P and dS rounded to bf16 first: not the same bits as avx512's fp32 products).
 enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 
 const char* isa_name(Isa isa);
