@@ -3,6 +3,14 @@
 
 #include "activation_math_impl.h"
 
+// Software prefetch this far ahead of the loads (bytes) in forward_run: the gated ops read two streams per row
+// (a and b, half a row apart) and wrote the output with the compute and the memory traffic barely overlapped. On a
+// 2-core AVX-512 EPYC, fp32 4096x4096, one build after another in the same quarter hour (copy 41-44 GB/s):
+// gelu_and_mul 2.94-3.04 ms without, 2.06-2.10 at 1 KiB ahead, 1.90 at 2 KiB, 2.10-2.13 at 4 KiB; silu_and_mul
+// 2.27-2.30 -> 1.82-1.85 at 2 KiB; gelu level. bf16 (the four-vector loop, two lines a stream): gelu_and_mul
+// 1.055 -> 0.94-0.96 ms, silu_and_mul 0.82-0.84 -> 0.69-0.70, gelu level.
+constexpr int64_t kActPrefetchBytes = 2048;
+
 // One contiguous run of `len` outputs: y = act(a) (* b when gated). `flatten` inlines the whole activation
 // (vexp included) into the loop, so its constants stay in registers: about 30% fewer cycles for gelu.
 // `stream`: y (64-byte aligned) written with non-temporal stores, but the tail (fewer than W elements).
@@ -21,6 +29,13 @@ template <typename V, typename Act, bool kGated, typename T>
     // the four loads before any of the math: two calls of a two-vector step in a row ran 2-3% slower than two
     // vectors at a time
     for (; i + 4 * W <= len; i += 4 * W) {
+      constexpr int64_t ahead = kActPrefetchBytes / sizeof(T), line = 64 / sizeof(T);  // two lines a stream
+      __builtin_prefetch(a + i + ahead, 0, 3);
+      __builtin_prefetch(a + i + ahead + line, 0, 3);
+      if constexpr (kGated) {
+        __builtin_prefetch(b + i + ahead, 0, 3);
+        __builtin_prefetch(b + i + ahead + line, 0, 3);
+      }
       V a0, a1, a2, a3;
       load_pair_x(a + i, a0, a1);
       load_pair_x(a + i + 2 * W, a2, a3);
@@ -56,6 +71,8 @@ template <typename V, typename Act, bool kGated, typename T>
     }
   }
   for (; i + W <= len; i += W) {
+    __builtin_prefetch(a + i + kActPrefetchBytes / sizeof(T), 0, 3);  // one line a vector (fp32)
+    if constexpr (kGated) __builtin_prefetch(b + i + kActPrefetchBytes / sizeof(T), 0, 3);
     V v = act_f<Act, T>(V::load(a + i));
     if constexpr (kGated) v = v * V::load(b + i);
     if (sizeof(T) == sizeof(typename V::acc_t) && stream) stream_one(v, y + i); else v.store(y + i);
