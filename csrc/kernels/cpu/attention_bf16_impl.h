@@ -76,8 +76,7 @@ Status attn_forward_bf16(const AttentionForward& p, int64_t begin, int64_t end, 
   using V = Vec;
   const AttentionDims& d = p.dims;
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
-  const int64_t G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
-  const int64_t blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
+  const int64_t G = p.heads_per_task, off = Sk - Sq;
   const int64_t Dp = even_up(D), BKp = even_up(BK), ldk = packed_ld(BK), ldv = packed_ld(D);
   const Bf16FwdScratch L = bf16_fwd_scratch(G * BQ, BK, D);
   char* const base = static_cast<char*>(scratch);
@@ -87,11 +86,9 @@ Status attn_forward_bf16(const AttentionForward& p, int64_t begin, int64_t end, 
   uint32_t *kt = reinterpret_cast<uint32_t*>(base + L.k), *vv = reinterpret_cast<uint32_t*>(base + L.v);
   const float scale = float(d.scale);
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t i0 = balanced_block(d.causal, t % blocks, blocks) * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
-    const int64_t b = t / blocks / sets, h0 = t / blocks % sets * G, hk = h0 / group;
-    const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_strides.b + h0 * p.q_strides.h + i0 * p.q_strides.s;
-    const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
-    const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
+    const FwdTask<bf16> task = fwd_task<bf16>(p, t);
+    const int64_t i0 = task.i0, mq = task.mq, R = task.R, b = task.b, h0 = task.h0;
+    const bf16 *q = task.q, *k = task.k, *v = task.v;
     stack_rows_bf16(q, p.q_strides, G, mq, D, qb, Dp);
     const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
     std::fill(m, m + R, -std::numeric_limits<float>::infinity());
@@ -140,13 +137,10 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
   uint32_t *kt = u32(L.kt), *vt = u32(L.vt), *kr = u32(L.kr), *pv = u32(L.pv), *dsv = u32(L.dsv);
   bf16 *qb = b16(L.q), *gb = b16(L.dout), *qt = b16(L.qt), *gt = b16(L.dot), *dsb = b16(L.dsb);
   const float scale = float(d.scale);
-  const auto at = [](const void* ptr, const Strides4& st, int64_t b, int64_t h) {
-    return static_cast<const bf16*>(ptr) + b * st.b + h * st.h;
-  };
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t split = t % p.splits, b = t / p.splits / d.heads_kv, hk = t / p.splits % d.heads_kv, h0 = hk * G;
-    const bf16 *q = at(p.q, p.q_strides, b, h0), *go = at(p.grad_out, p.grad_out_strides, b, h0);
-    const bf16 *o = at(p.out, p.out_strides, b, h0), *k = at(p.k, p.k_strides, b, hk), *v = at(p.v, p.v_strides, b, hk);
+    const BwdTask<bf16> task = bwd_task<bf16>(p, t);
+    const int64_t split = task.split, b = task.b, hk = task.hk, h0 = task.h0;
+    const bf16 *q = task.q, *go = task.go, *o = task.o, *k = task.k, *v = task.v;
     // the head's K^T and V^T (B of S = Q K^T and dP = dO V^T) and K (B of dQ += dS K), packed once
     bf16dot::pack_pairs_of_rows(k, p.k_strides.s, Sk, D, kt, ldkv);
     bf16dot::pack_pairs_of_rows(v, p.v_strides.s, Sk, D, vt, ldkv);

@@ -152,14 +152,38 @@ inline int64_t visible_keys(bool causal, int64_t i, int64_t off, int64_t j0, int
   return causal ? std::clamp<int64_t>(i + off - j0 + 1, 0, nk) : nk;
 }
 
+// Forward task t: its query block [i0, i0 + mq) (balanced order for causal), R = stacked rows, batch, first query
+// head h0, key/value head hk, and the Q tile (head h0, row i0), K and V (head hk) it reads.
+template <typename T>
+struct FwdTask {
+  int64_t i0, mq, R, b, h0, hk;
+  const T *q, *k, *v;
+};
+template <typename T>
+inline FwdTask<T> fwd_task(const AttentionForward& p, int64_t t) {
+  const AttentionDims& d = p.dims;
+  const int64_t BQ = p.block_q, G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
+  const int64_t blocks = (d.seq_q + BQ - 1) / BQ;
+  FwdTask<T> r;
+  r.i0 = balanced_block(d.causal, t % blocks, blocks) * BQ;
+  r.mq = std::min(BQ, d.seq_q - r.i0);
+  r.R = G * r.mq;
+  r.b = t / blocks / sets;
+  r.h0 = t / blocks % sets * G;
+  r.hk = r.h0 / group;
+  r.q = static_cast<const T*>(p.q) + r.b * p.q_strides.b + r.h0 * p.q_strides.h + r.i0 * p.q_strides.s;
+  r.k = static_cast<const T*>(p.k) + r.b * p.k_strides.b + r.hk * p.k_strides.h;
+  r.v = static_cast<const T*>(p.v) + r.b * p.v_strides.b + r.hk * p.v_strides.h;
+  return r;
+}
+
 template <typename V, typename T>
 Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end, void* scratch) {
   using A = typename V::acc_t;
   constexpr bool f64 = sizeof(A) == 8;
   const AttentionDims& d = p.dims;
   const int64_t D = d.head_dim, Sq = d.seq_q, Sk = d.seq_kv, BQ = p.block_q, BK = p.block_kv;
-  const int64_t G = p.heads_per_task, sets = d.heads_q / G, group = d.heads_q / d.heads_kv;
-  const int64_t blocks = (Sq + BQ - 1) / BQ, off = Sk - Sq;
+  const int64_t G = p.heads_per_task, off = Sk - Sq;
   const FwdScratch L = fwd_scratch(G * BQ, BK, D);
   const A scale = A(d.scale);
   A* const base = static_cast<A*>(scratch);
@@ -174,12 +198,9 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t i0 = balanced_block(d.causal, t % blocks, blocks) * BQ, mq = std::min(BQ, Sq - i0), R = G * mq;
-    const int64_t b = t / blocks / sets, h0 = t / blocks % sets * G, hk = h0 / group;
-    // Q tile: row g * mq + r is query i0 + r of head h0 + g
-    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.b + h0 * p.q_strides.h + i0 * p.q_strides.s;
-    const T* k = static_cast<const T*>(p.k) + b * p.k_strides.b + hk * p.k_strides.h;
-    const T* v = static_cast<const T*>(p.v) + b * p.v_strides.b + hk * p.v_strides.h;
+    const FwdTask<T> task = fwd_task<T>(p, t);
+    const int64_t i0 = task.i0, mq = task.mq, R = task.R, b = task.b, h0 = task.h0;
+    const T *q = task.q, *k = task.k, *v = task.v;  // Q tile: row g * mq + r is query i0 + r of head h0 + g
     int64_t ldq, ldk, ldv;
     const A* qa = stacked_rows<V>(q, p.q_strides, G, mq, D, qbuf, &ldq);
     // keys [0, kend) are visible to some row of this block
@@ -210,6 +231,32 @@ Status attn_forward_tasks(const AttentionForward& p, int64_t begin, int64_t end,
   return Status::ok;
 }
 
+// Backward task t: its (batch, key/value head, split of the query blocks), first query head, and the matrices of
+// that head group (q, dO, O at head h0; k, v at head hk).
+template <typename T>
+struct BwdTask {
+  int64_t split, b, hk, h0;
+  const T *q, *go, *o, *k, *v;
+};
+template <typename T>
+inline BwdTask<T> bwd_task(const AttentionBackward& p, int64_t t) {
+  const AttentionDims& d = p.dims;
+  const auto at = [](const void* ptr, const Strides4& st, int64_t b, int64_t h) {
+    return static_cast<const T*>(ptr) + b * st.b + h * st.h;
+  };
+  BwdTask<T> r;
+  r.split = t % p.splits;
+  r.b = t / p.splits / d.heads_kv;
+  r.hk = t / p.splits % d.heads_kv;
+  r.h0 = r.hk * (d.heads_q / d.heads_kv);
+  r.q = at(p.q, p.q_strides, r.b, r.h0);
+  r.go = at(p.grad_out, p.grad_out_strides, r.b, r.h0);
+  r.o = at(p.out, p.out_strides, r.b, r.h0);
+  r.k = at(p.k, p.k_strides, r.b, r.hk);
+  r.v = at(p.v, p.v_strides, r.b, r.hk);
+  return r;
+}
+
 template <typename V, typename T>
 Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t end, void* scratch) {
   using A = typename V::acc_t;
@@ -231,13 +278,10 @@ Status attn_backward_tasks(const AttentionBackward& p, int64_t begin, int64_t en
 #endif
     p.gemm.fn(p.gemm.ctx, f64, ta, tb, mm, nn, kk, alpha, a, lda, b, ldb, beta, c, ldc);
   };
-  const auto at = [](const void* ptr, const Strides4& st, int64_t b, int64_t h) {
-    return static_cast<const T*>(ptr) + b * st.b + h * st.h;
-  };
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t split = t % p.splits, b = t / p.splits / d.heads_kv, hk = t / p.splits % d.heads_kv, h0 = hk * G;
-    const T *q = at(p.q, p.q_strides, b, h0), *go = at(p.grad_out, p.grad_out_strides, b, h0);
-    const T *o = at(p.out, p.out_strides, b, h0), *k = at(p.k, p.k_strides, b, hk), *v = at(p.v, p.v_strides, b, hk);
+    const BwdTask<T> task = bwd_task<T>(p, t);
+    const int64_t split = task.split, b = task.b, hk = task.hk, h0 = task.h0;
+    const T *q = task.q, *go = task.go, *o = task.o, *k = task.k, *v = task.v;
     std::fill(dk, dk + Sk * D, A(0));
     std::fill(dv, dv + Sk * D, A(0));
     for (int64_t n = split * blocks / p.splits; n < (split + 1) * blocks / p.splits; ++n) {

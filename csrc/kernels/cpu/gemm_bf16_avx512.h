@@ -17,8 +17,8 @@
 
 namespace bf16dot {
 
-constexpr int kMr = 6;  // rows of a register tile
-constexpr int kNv = 4;  // 16-column vectors of a register tile
+constexpr int kMr = f32dot::kMr;  // rows of a register tile
+constexpr int kNv = f32dot::kNv;  // 16-column vectors of a register tile
 
 inline int32_t pair_word(const bf16* p) {
   int32_t w;
@@ -78,15 +78,9 @@ inline void gemm(int64_t m, int64_t n, int64_t kp, const bf16* a, int64_t lda, c
   static constexpr std::array<std::array<TileFn, kNv>, kMr> tiles = {
       tiles_of_rows<1>(), tiles_of_rows<2>(), tiles_of_rows<3>(),
       tiles_of_rows<4>(), tiles_of_rows<5>(), tiles_of_rows<6>()};
-  for (int64_t n0 = 0; n0 < n; n0 += 16 * kNv) {
-    const int64_t nn = std::min<int64_t>(16 * kNv, n - n0);
-    const int nv = int((nn + 15) / 16);
-    const __mmask16 last = nn % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (nn % 16)) - 1);
-    for (int64_t m0 = 0; m0 < m; m0 += kMr) {
-      const int mr = int(std::min<int64_t>(kMr, m - m0));
-      tiles[mr - 1][nv - 1](kp, a + m0 * lda, lda, b + n0, ldb, c + m0 * ldc + n0, ldc, accumulate, last);
-    }
-  }
+  f32dot::for_each_tile(m, n, [&](int64_t m0, int64_t n0, int mr, int nv, __mmask16 last) {
+    tiles[mr - 1][nv - 1](kp, a + m0 * lda, lda, b + n0, ldb, c + m0 * ldc + n0, ldc, accumulate, last);
+  });
 }
 
 // ---- packing (bf16 in, bf16 out) ----

@@ -100,6 +100,23 @@ constexpr std::array<std::array<TileFn, kNv>, kMr> tile_table() {
           tiles_of_rows<4, TA>(), tiles_of_rows<5, TA>(), tiles_of_rows<6, TA>()};
 }
 
+// The mask of the valid lanes of the last 16-column vector of a strip nn columns wide.
+inline __mmask16 tail_mask(int64_t nn) {
+  return nn % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (nn % 16)) - 1);
+}
+
+// The register tiles covering an m x n C, columns outer (one B strip stays in L1 across the rows):
+// fn(m0, n0, mr, nv, last) for a tile of mr rows and nv vectors at (m0, n0).
+template <typename F>
+inline void for_each_tile(int64_t m, int64_t n, F&& fn) {
+  for (int64_t n0 = 0; n0 < n; n0 += 16 * kNv) {
+    const int64_t nn = std::min<int64_t>(16 * kNv, n - n0);
+    const int nv = int((nn + 15) / 16);
+    const __mmask16 last = tail_mask(nn);
+    for (int64_t m0 = 0; m0 < m; m0 += kMr) fn(m0, n0, int(std::min<int64_t>(kMr, m - m0)), nv, last);
+  }
+}
+
 // dst (k x ldd) = src^T for src (n x k, row stride ld): 16 x 16 blocks through registers, partial ones masked.
 inline void transpose_to(const float* src, int64_t ld, int64_t n, int64_t k, float* dst, int64_t ldd) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -132,17 +149,11 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
     ldb = ldp;
   }
   const bool accumulate = beta != 0.f;
-  for (int64_t n0 = 0; n0 < n; n0 += 16 * kNv) {
-    const int64_t nn = std::min<int64_t>(16 * kNv, n - n0);
-    const int nv = int((nn + 15) / 16);
-    const __mmask16 last = nn % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (nn % 16)) - 1);
-    for (int64_t m0 = 0; m0 < m; m0 += kMr) {
-      const int mr = int(std::min<int64_t>(kMr, m - m0));
-      const float* am = trans_a ? a + m0 : a + m0 * lda;
-      (trans_a ? tiles_t : tiles_n)[mr - 1][nv - 1](k, am, lda, b + n0, ldb, c + m0 * ldc + n0, ldc, alpha,
-                                                    accumulate, last);
-    }
-  }
+  for_each_tile(m, n, [&](int64_t m0, int64_t n0, int mr, int nv, __mmask16 last) {
+    const float* am = trans_a ? a + m0 : a + m0 * lda;
+    (trans_a ? tiles_t : tiles_n)[mr - 1][nv - 1](k, am, lda, b + n0, ldb, c + m0 * ldc + n0, ldc, alpha, accumulate,
+                                                  last);
+  });
 }
 
 }  // namespace f32dot

@@ -101,7 +101,7 @@ Status run(const SgemmArgs& g) {
     for (int64_t jr = 0; jr < g.n; jr += kNr) {
       const int64_t nn = std::min(kNr, g.n - jr);
       const int nv = int((nn + 15) / 16);
-      const __mmask16 last = nn % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (nn % 16)) - 1);
+      const __mmask16 last = f32dot::tail_mask(nn);
       for (int64_t ir = 0; ir < g.m; ir += kMr) {
         const int mr = int(std::min(kMr, g.m - ir));
         tiles[mr - 1][nv - 1](g.k, ap + ir * g.k, kMr, g.b + jr, g.b_rs, g.c + ir * g.ldc + jr, g.ldc, 1.f,
@@ -122,7 +122,7 @@ Status run(const SgemmArgs& g) {
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int64_t nn = std::min(kNr, nc - jr);
           const int nv = int((nn + 15) / 16);
-          const __mmask16 last = nn % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (nn % 16)) - 1);
+          const __mmask16 last = f32dot::tail_mask(nn);
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int mr = int(std::min(kMr, mc - ir));
             tiles[mr - 1][nv - 1](kc, ap + ir * kc, kMr, bp + jr * kc, kNr, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc,
