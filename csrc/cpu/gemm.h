@@ -33,7 +33,7 @@ struct GemmEpilogue {
 };
 
 // Whether fp32 products run on our own blocked GEMM (kernels/cpu/sgemm.h: AMD CPUs with AVX-512, where torch's
-// MKL runs AVX2 kernels) rather than torch's BLAS; blocks under 32 rows or 64 columns keep the BLAS.
+// MKL runs AVX2 kernels) rather than torch's BLAS; blocks under 4 rows or 64 columns keep the BLAS.
 bool sgemm_fp32();
 
 // Whether a (..., M, K) @ b (..., K, N) goes through fp32 (see above; it depends on the sizes and on whether
