@@ -138,8 +138,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("empty_cpu_cache", [] { yirage::empty_cpu_cache(); },
         "Return the CPU output cache's free blocks to the system (blocks in live tensors stay).");
   m.def("cpu_own_sgemm", [] { return k::sgemm_preferred(); },
-        "Whether fp32 matmul / linear products run on the library's own AVX-512 GEMM (AMD CPUs with AVX-512; "
-        "YIRAGE_CPU_SGEMM=0 turns it off) rather than torch's BLAS.");
+        "Whether fp32 matmul / linear products and attention's tile products run on the library's own AVX-512 "
+        "GEMMs (AMD CPUs with AVX-512; YIRAGE_CPU_SGEMM=0 turns it off) rather than torch's BLAS.");
   m.def("cpu_features", [] {
     const k::CpuFeatures& f = k::cpu_features();
     py::dict d;
