@@ -1,17 +1,28 @@
-"""Non-temporal output stores of the CPU row kernels (common/cpu_launch.h, cpu_stream_outputs): forwards whose inputs
-and outputs together exceed the last-level cache write their outputs with streaming stores (AVX-512 variants; the
-others store as usual). The results must be the same bits as the cached stores give: checked against the same op on a
+"""Non-temporal output stores of the CPU row kernels and rotary_embedding (common/cpu_launch.h,
+cpu_stream_outputs): forwards whose inputs and outputs together exceed the last-level cache write their outputs
+with streaming stores (AVX-512 variants; the others store as usual). The results must be the same bits as the cached stores give: checked against the same op on a
 few rows (too little traffic to stream) and against the float64 references."""
 import pytest
 import torch
 
 from yirage_ext.testing.reference import (assert_close, fused_add_rms_norm_ref, gelu_and_mul_ref, gelu_ref,
-                                          layer_norm_ref, log_softmax_ref, rms_norm_ref, silu_and_mul_ref,
-                                          softmax_ref)
+                                          layer_norm_ref, log_softmax_ref, rms_norm_ref, rotary_embedding_ref,
+                                          silu_and_mul_ref, softmax_ref)
 
 from _helpers import dtype_id, run_python
 
 OPS = torch.ops.yirage
+
+
+def rope(fn, t, r, interleaved):
+    """rotary_embedding with the rows of t as tokens of q (heads of 64 features where the row allows, else one
+    head), r's as k's; neox over whole heads, gpt-j over their first half; both outputs side by side"""
+    d = 64 if t.shape[-1] % 64 == 0 else t.shape[-1]
+    q, k = t.view(t.shape[0], -1, d), r.view(r.shape[0], -1, d)
+    half = d // 2 if not interleaved else d // 4
+    angle = 3 * t[:, :half].double()  # a token's angles from its own row: the same for any slice of rows
+    qo, ko = fn(q, k, angle.cos().to(t.dtype), angle.sin().to(t.dtype), interleaved)
+    return torch.cat([qo.flatten(1), ko.flatten(1)], -1)
 
 
 def cases(w, b):
@@ -26,6 +37,10 @@ def cases(w, b):
         "silu_and_mul": (lambda t, r: OPS.silu_and_mul(t), lambda t, r: silu_and_mul_ref(t)),
         "gelu_and_mul": (lambda t, r: OPS.gelu_and_mul(t, "none"), lambda t, r: gelu_and_mul_ref(t, "none")),
         "gelu": (lambda t, r: OPS.gelu(t, "tanh"), lambda t, r: gelu_ref(t, "tanh")),
+        "rotary_embedding": (lambda t, r: rope(OPS.rotary_embedding, t, r, False),
+                             lambda t, r: rope(rotary_embedding_ref, t, r, False)),
+        "rotary_embedding_gptj": (lambda t, r: rope(OPS.rotary_embedding, t, r, True),
+                                  lambda t, r: rope(rotary_embedding_ref, t, r, True)),
     }
 
 

@@ -11,7 +11,10 @@ namespace yirage {
 namespace {
 
 struct RotaryCpu : CpuGlueBackend {
-  static void forward(const char* op, const kernels::RotaryParams& p) {
+  static void forward(const char* op, const kernels::RotaryParams& params) {
+    kernels::RotaryParams p = params;
+    p.stream_out = cpu_stream_outputs(2 * p.batch * p.seq * (p.q.heads + p.k.heads) * p.head_dim *
+                                      cpu_dtype_size(p.dtype));
     cpu_for_rows(op, p.batch * p.seq, (p.q.heads + p.k.heads) * p.head_dim,
                  [&](int64_t b, int64_t e) { return kernels::cpu::rotary_forward(p, b, e); });
   }

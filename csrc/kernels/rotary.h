@@ -34,6 +34,8 @@ struct RotaryParams {
   // token's cos/sin gradients summed over the heads of both inputs; every row is written
   void* grad_cos = nullptr;
   void* grad_sin = nullptr;
+  bool stream_out = false;  // CPU forward: write the outputs with non-temporal stores (outputs beyond the last-level
+                            // cache; set by the glue)
 };
 
 }  // namespace yirage::kernels

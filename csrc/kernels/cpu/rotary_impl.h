@@ -11,10 +11,12 @@ inline A rope_widen(C v) {
 template <typename V, typename T>
 inline V rope_load(const T* p, int64_t m) { return m == V::W ? V::load(p) : load_n<V>(p, m); }
 
-template <typename V, typename T>
+// kStream: full vectors with non-temporal stores (p 64-byte aligned where a vector fills a line: fp32)
+template <bool kStream = false, typename V, typename T>
 inline void rope_store(const V& v, T* p, int64_t m) {
-  if (m == V::W) v.store(p);
-  else store_n(v, p, m);
+  if (m != V::W) store_n(v, p, m);
+  else if constexpr (kStream) stream_one(v, p);
+  else v.store(p);
 }
 
 // The token's angles, widened once for all its heads; sign -1 rotates by -theta. neox: c[i], s[i] for
@@ -44,15 +46,15 @@ inline void rope_angles(const C* cos, const C* sin, int64_t half, bool interleav
 
 // One row, neox pairs (i, i + half): y = rotation of x. kAcc (backward with cos/sin gradients; x is the
 // incoming gradient g, xs the forward input): gc += g1*xs1 + g2*xs2 and gs += g2*xs1 - g1*xs2, per i.
-template <typename V, bool kAcc, typename T>
+template <typename V, bool kAcc, bool kStream = false, typename T>
 inline void rope_row_neox(const T* x, const T* xs, T* y, int64_t half, const typename V::acc_t* c,
                           const typename V::acc_t* s, typename V::acc_t* gc, typename V::acc_t* gs) {
   for (int64_t i = 0; i < half; i += V::W) {
     const int64_t m = half - i < V::W ? half - i : V::W;
     const V x1 = rope_load<V>(x + i, m), x2 = rope_load<V>(x + half + i, m);
     const V cv = V::load(c + i), sv = V::load(s + i);
-    rope_store(x1 * cv - x2 * sv, y + i, m);
-    rope_store(V::fma(x1, sv, x2 * cv), y + half + i, m);
+    rope_store<kStream>(x1 * cv - x2 * sv, y + i, m);
+    rope_store<kStream>(V::fma(x1, sv, x2 * cv), y + half + i, m);
     if constexpr (kAcc) {  // tail lanes of x1, x2 are zero: they add nothing to the padding
       const V a1 = rope_load<V>(xs + i, m), a2 = rope_load<V>(xs + half + i, m);
       V::fma(x2, a2, V::fma(x1, a1, V::load(gc + i))).store(gc + i);
@@ -63,13 +65,13 @@ inline void rope_row_neox(const T* x, const T* xs, T* y, int64_t half, const typ
 
 // One row, gpt-j pairs (2i, 2i + 1) over rot = 2 * half lanes: y = x * c' + swap_pairs(x) * s'. kAcc: per
 // lane gc += g * xs and gs += g * swap_pairs(xs); the pair sums are taken once per token (rope_tokens).
-template <typename V, bool kAcc, typename T>
+template <typename V, bool kAcc, bool kStream = false, typename T>
 inline void rope_row_gptj(const T* x, const T* xs, T* y, int64_t rot, const typename V::acc_t* c,
                           const typename V::acc_t* s, typename V::acc_t* gc, typename V::acc_t* gs) {
   for (int64_t i = 0; i < rot; i += V::W) {
     const int64_t m = rot - i < V::W ? rot - i : V::W;
     const V xv = rope_load<V>(x + i, m);
-    rope_store(V::fma(vswap_pairs(xv), V::load(s + i), xv * V::load(c + i)), y + i, m);
+    rope_store<kStream>(V::fma(vswap_pairs(xv), V::load(s + i), xv * V::load(c + i)), y + i, m);
     if constexpr (kAcc) {
       const V a = rope_load<V>(xs + i, m);
       V::fma(xv, a, V::load(gc + i)).store(gc + i);
@@ -78,12 +80,12 @@ inline void rope_row_gptj(const T* x, const T* xs, T* y, int64_t rot, const type
   }
 }
 
-template <typename V, bool kAcc, typename T>
+template <typename V, bool kAcc, bool kStream = false, typename T>
 inline void rope_row(const T* x, const T* xs, T* y, const RotaryParams& p, const typename V::acc_t* c,
                      const typename V::acc_t* s, typename V::acc_t* gc, typename V::acc_t* gs) {
   const int64_t rot = 2 * p.half;
-  if (p.interleaved) rope_row_gptj<V, kAcc>(x, xs, y, rot, c, s, gc, gs);
-  else rope_row_neox<V, kAcc>(x, xs, y, p.half, c, s, gc, gs);
+  if (p.interleaved) rope_row_gptj<V, kAcc, kStream>(x, xs, y, rot, c, s, gc, gs);
+  else rope_row_neox<V, kAcc, kStream>(x, xs, y, p.half, c, s, gc, gs);
   if (p.head_dim > rot) std::memcpy(y + rot, x + rot, size_t(p.head_dim - rot) * sizeof(T));
 }
 
@@ -98,6 +100,12 @@ Status rope_tokens(const RotaryParams& p, int64_t begin, int64_t end, bool backw
   A* gc = s + padded;
   A* gs = gc + padded;
   const bool acc = backward && p.grad_cos != nullptr;
+  // non-temporal stores of whole fp32 vectors (a cache line each) where every one starts a line: the outputs'
+  // rows (head_dim) and the neox halves whole lines, the outputs 64-byte aligned; a copied tail stays cached
+  const int64_t span = (p.interleaved ? 2 * half : half) * int64_t(sizeof(T));
+  const bool stream = !backward && p.stream_out && sizeof(T) * V::W == 64 && span % 64 == 0 &&
+                      (d * int64_t(sizeof(T))) % 64 == 0 && reinterpret_cast<uintptr_t>(p.q.out) % 64 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.k.out) % 64 == 0;
   const C* cos = static_cast<const C*>(p.cos);
   const C* sin = static_cast<const C*>(p.sin);
   for (int64_t t = begin; t < end; ++t) {
@@ -113,6 +121,9 @@ Status rope_tokens(const RotaryParams& p, int64_t begin, int64_t end, bool backw
         const T* xs = static_cast<const T*>(in->saved) + b * in->saved_stride_b + si * in->saved_stride_s;
         for (int64_t h = 0; h < in->heads; ++h)
           rope_row<V, true>(x + h * in->stride_h, xs + h * in->saved_stride_h, y + h * d, p, c, s, gc, gs);
+      } else if (stream) {
+        for (int64_t h = 0; h < in->heads; ++h)
+          rope_row<V, false, true>(x + h * in->stride_h, static_cast<const T*>(nullptr), y + h * d, p, c, s, gc, gs);
       } else {
         for (int64_t h = 0; h < in->heads; ++h)
           rope_row<V, false>(x + h * in->stride_h, static_cast<const T*>(nullptr), y + h * d, p, c, s, gc, gs);
@@ -127,6 +138,7 @@ Status rope_tokens(const RotaryParams& p, int64_t begin, int64_t end, bool backw
       }
     }
   }
+  if (stream) stream_fence();
   return Status::ok;
 }
 
