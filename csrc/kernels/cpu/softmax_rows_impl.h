@@ -84,6 +84,9 @@ inline typename V::acc_t sum_exp(typename V::acc_t* e, int64_t np, typename V::a
     V s1 = V::zero();
     for (; i + 2 * V::W <= np; i += 2 * V::W) {
       pf.step();
+      // as many lines as the step reads (fp32: two; one line a step prefetched half of the next row of 4096):
+      // 4096x4096 fp32 3.07-3.38 -> 2.45-2.50 ms, softmax and log_softmax, three runs each in turns (copy 47 GB/s)
+      if constexpr (2 * V::W * sizeof(T) > 64) pf.step();
       const V a = vexp_for<T>(V::load(e + i) - vm);
       const V b = vexp_for<T>(V::load(e + i + V::W) - vm);
       if constexpr (kStore) {
