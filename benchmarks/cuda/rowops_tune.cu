@@ -12,9 +12,12 @@
 //   OP_SM_BWD, OP_RMS_BWD, OP_LN_BWD; element type bf16 unless -DHT=float or -DHT=f16.
 //   rowops_tune rows cols [flag] [iters]   flag: log_softmax for the softmax ops, the residual add for OP_RMS
 //   Norm backward staging (norm_bwd_common.cuh): -DYIRAGE_NORM_BWD_STAGES=1..3 (rms_norm), -DYIRAGE_NORM_BWD_STAGES_LN.
+//   The norm backwards also print their grid (the partial rows of each parameter gradient) and whether five more
+//   calls reproduce the parameter gradients bit for bit ("det").
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
 #include "tune_common.cuh"
@@ -153,18 +156,21 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&flush, 256 << 20)); CK(cudaMalloc(&err, 4));
   fill<<<1024, 256>>>(x, n, 1, 4.f); fill<<<1024, 256>>>(g, n, 5, 1.f); fill<<<64, 256>>>(w, cols, 7, 0.5f); fill<<<64, 256>>>(b, cols, 3, 0.5f);
   int mode;
+  [[maybe_unused]] long long plan_grid = -1;
   auto run = [&]() {
 #if defined(OP_RMS_BWD)
     RmsNormBackward p; p.grad_out = g; p.grad_out_stride = cols; p.x = x; p.x_stride = cols; p.weight = w; p.grad_x = y;
     p.grad_weight = dw; p.rows = rows; p.cols = cols; p.eps = 1e-6; p.dtype = kDt; mode = 4;
     if (!ws) CK(cudaMalloc(&ws, rms_norm_backward_workspace(p) * 4));
     p.workspace = ws;
+    if (plan_grid < 0) plan_grid = bwd_plan<T>(p).grid;
     CK(rms_norm_backward(p, 0));
 #elif defined(OP_LN_BWD)
     LayerNormBackward p; p.grad_out = g; p.grad_out_stride = cols; p.x = x; p.x_stride = cols; p.weight = w; p.grad_x = y;
     p.grad_weight = dw; p.grad_bias = db; p.rows = rows; p.cols = cols; p.eps = 1e-5; p.dtype = kDt; mode = 5;
     if (!ws) CK(cudaMalloc(&ws, layer_norm_backward_workspace(p) * 4));
     p.workspace = ws;
+    if (plan_grid < 0) { bool two; plan_grid = bwd_plan<T>(p, &two).grid; }
     CK(layer_norm_backward(p, 0));
 #elif defined(OP_SM_BWD)
     SoftmaxBackward p; p.grad_out = g; p.grad_out_outer_stride = cols; p.grad_out_dim_stride = 1; p.out = x; p.out_outer_stride = cols;
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
   };
   auto time = [&](auto f) { return median_us(f, iters, flush); };
   CK(cudaMemset(y, 0xff, n * sizeof(T)));
+  CK(cudaMemset(dw, 0xff, cols * sizeof(T))); CK(cudaMemset(db, 0xff, cols * sizeof(T)));
   run(); CK(cudaDeviceSynchronize());
   CK(cudaMemset(err, 0, 4));
   float herr, herr2 = 0;
@@ -206,6 +213,21 @@ int main(int argc, char** argv) {
 #endif
     CK(cudaMemcpy(&herr, err, 4, cudaMemcpyDeviceToHost));
   }
+  [[maybe_unused]] bool det = true;
+#if defined(OP_RMS_BWD) || defined(OP_LN_BWD)
+  {  // the parameter gradients of five more calls, bit for bit
+    std::vector<T> h0(2 * cols), h1(2 * cols);
+    CK(cudaMemcpy(h0.data(), dw, cols * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h0.data() + cols, db, cols * sizeof(T), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 5; ++i) {
+      CK(cudaMemset(dw, 0xff, cols * sizeof(T))); CK(cudaMemset(db, 0xff, cols * sizeof(T)));
+      run();
+      CK(cudaMemcpy(h1.data(), dw, cols * sizeof(T), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(h1.data() + cols, db, cols * sizeof(T), cudaMemcpyDeviceToHost));
+      det = det && memcmp(h0.data(), h1.data(), 2 * cols * sizeof(T)) == 0;
+    }
+  }
+#endif
   const float tk = time(run);
   const float tc = time([&] { CK(cudaMemcpyAsync(y, x, n * sizeof(T), cudaMemcpyDeviceToDevice)); });
 #if defined(OP_RMS)
@@ -213,7 +235,11 @@ int main(int argc, char** argv) {
 #else
   const float passes = mode >= 4 ? 3.f : 2.f;
 #endif  // ideal passes over rows x cols
-  printf("%lldx%lld mode%d kernel %.1f us copy %.1f us  %.1f%% of copy  maxrel %.2e dw %.2e\n", (long long)rows, (long long)cols, mode, tk, tc,
+  printf("%lldx%lld mode%d kernel %.1f us copy %.1f us  %.1f%% of copy  maxrel %.2e dw %.2e", (long long)rows, (long long)cols, mode, tk, tc,
          100.f * tc * passes / 2.f / tk, herr, herr2);
+#if defined(OP_RMS_BWD) || defined(OP_LN_BWD)
+  printf("  grid %lld det %s", plan_grid, det ? "ok" : "FAIL");
+#endif
+  printf("\n");
   return 0;
 }

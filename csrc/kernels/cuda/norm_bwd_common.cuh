@@ -242,6 +242,13 @@ inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block,
 // 90.5 us, 65536x1024 146.4 -> 142.2); rms_norm's one sum 0.5-1.5 us slower that way and with a tree over 16
 // slices, so one gradient keeps the element-wise launch and its serial sum of the slices
 // (benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
+// Summing the partial rows in the backward kernel itself instead (a cooperative launch, a grid barrier once the
+// rows are written, then each block a share of 128-byte column tiles in a fixed order: no second launch) was slower
+// at every shape on an H200, kernel alone (2026-11-27): rms_norm bf16 4096x8192 67.6-68.8 -> 72.8-73.1 us,
+// 16384x4096 121.6-122.2 -> 138.8-139.8; layer_norm bf16 4096x8192 74.5-74.6 -> 76.1-76.3; fp32 level to 4 us
+// slower. The in-kernel sums cost what this launch costs (its launch latency is already hidden behind the backward's
+// tail), and the barrier added 1-1.5 us, 12-14 us where the grid holds four blocks per SM (rms_norm bf16 16384x4096
+// and 65536x1024; benchmarks/results/cuda-norm-bwd-fused-colsum-h200-2026-11-27.md).
 template <typename T, typename A>
 inline cudaError_t colsum(const A* part, int64_t parts, int64_t cols, T* out0, T* out1, cudaStream_t stream) {
   constexpr int W = 16 / sizeof(A);
