@@ -9,7 +9,7 @@ from torch.library import opcheck
 from yirage_ext.testing.inputs import attention_inputs
 from yirage_ext.testing.reference import TOLERANCES, assert_close, attention_lse_ref, attention_ref
 
-from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads
+from _helpers import aten_ops_called, assert_grad_close, dtype_id, portable, reference_grads, run_python
 
 OPS = torch.ops.yirage
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -222,6 +222,50 @@ def test_bf16_odd_tiles_and_thread_counts(isa, shape, threads):
                 assert_grad_close(got, want, torch.bfloat16, what)
     finally:
         torch.set_num_threads(before)
+
+
+ENGINE_SCRIPT = """
+import sys, torch, yirage_ext
+sys.path.insert(0, {tests!r})
+from test_attention import bf16_engine_case
+print("ISA", yirage_ext.cpu_isa())
+for shape in {shapes!r}:
+    for causal in (False, True):
+        bf16_engine_case(shape, causal)
+print("OK")
+"""
+
+
+def bf16_engine_case(shape, causal):
+    inp = attention_inputs(*shape, dtype=torch.bfloat16, causal=causal, seed=23)
+    q, k, v = leaves(inp)
+    out, lse = OPS.attention_forward(q, k, v, causal, None)
+    assert_close(out, attention_ref(inp.q, inp.k, inp.v, causal), torch.bfloat16)
+    tol = LSE_TOL[torch.bfloat16]
+    torch.testing.assert_close(lse.double(), attention_lse_ref(inp.q, inp.k, causal), atol=tol, rtol=tol)
+    g = torch.randn(q.shape).to(torch.bfloat16)
+    OPS.attention(q, k, v, causal, None).backward(g)
+    ref = reference_grads(lambda a, b, c: attention_ref(a, b, c, causal), [q, k, v], [g])
+    for got, want, what in zip((q.grad, k.grad, v.grad), ref, ("dq", "dk", "dv")):
+        assert_grad_close(got, want, torch.bfloat16, what)
+
+
+def test_bf16_matrix_engine():
+    # YIRAGE_CPU_AMX=1: the bf16-product loops multiply through torch's oneDNN brgemm (the AMX path of CPUs with
+    # AMX-BF16; oneDNN runs it on AVX512-BF16 elsewhere), odd tiles and GQA as above, 2 threads
+    import os
+    shapes = [(1, 1, 1, 301, 517, 7), (1, 3, 1, 45, 263, 33), (2, 2, 2, 64, 300, 128)]
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = run_python(ENGINE_SCRIPT.format(tests=tests, shapes=shapes), env_extra={"YIRAGE_CPU_AMX": "1"})
+    if "ISA avx512_bf16" not in out.stdout:
+        pytest.skip("the bf16-product loops need the avx512_bf16 CPU variant: " + out.stdout.split("\n")[0])
+    assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr
+
+
+def test_bad_matrix_engine_value():
+    out = run_python("import torch, yirage_ext; q = torch.randn(1, 1, 4, 8).bfloat16(); "
+                     "torch.ops.yirage.attention(q, q, q, False, None)", env_extra={"YIRAGE_CPU_AMX": "on"})
+    assert out.returncode != 0 and "YIRAGE_CPU_AMX: expected 0 or 1, got 'on'" in out.stderr
 
 
 def test_gradcheck():

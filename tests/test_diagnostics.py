@@ -85,3 +85,22 @@ def test_fp32_gemm_choice(json_report):
     assert json.loads(out.stdout)["cpu"]["fp32_gemm"] == "torch"
     text = run_python(args=["-m", "yirage_ext"], env_extra={"YIRAGE_CPU_SGEMM": "0"}).stdout
     assert "fp32 matmul / linear products: torch's BLAS" in text
+
+
+def test_bf16_attention_products_choice(json_report):
+    # avx512_bf16 variant: oneDNN's brgemm where the CPU has AMX-BF16 (or YIRAGE_CPU_AMX=1), else our AVX512-BF16
+    # tiles on AMD; other variants convert the tiles to fp32 for torch's BLAS
+    cpu = json_report["cpu"]
+    assert cpu["llc_bytes"] >= 0
+    choices = {}
+    for amx in ("0", "1"):
+        out = run_python(args=["-m", "yirage_ext", "--json"], env_extra={"YIRAGE_CPU_AMX": amx})
+        assert out.returncode == 0, out.stdout + out.stderr
+        choices[amx] = json.loads(out.stdout)["cpu"]["bf16_attention_products"]
+    if cpu["isa"] != "avx512_bf16":
+        assert choices == {"0": "torch_fp32", "1": "torch_fp32"}
+        return
+    own = cpu["fp32_gemm"] == "yirage"
+    assert choices == {"0": "yirage" if own else "torch_fp32", "1": "onednn_brgemm"}
+    # by default: brgemm where torch's oneDNN can run bf16 on AMX (its own check), else the "0" choice
+    assert cpu["bf16_attention_products"] in ("onednn_brgemm", choices["0"])

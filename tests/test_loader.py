@@ -159,7 +159,8 @@ def _copy_package(src: str, site: str, name: str = "yirage_ext", keep_c: bool = 
 SLIM_SOURCES = {"library.cpp", "python/module.cpp", "kernels/cpu/isa.cpp", "kernels/cpu/rms_norm.cpp",
                 "cpu/rms_norm.cpp", "meta/rms_norm.cpp", "autograd/rms_norm.cpp", "portable/rms_norm.cpp",
                 "backend/registry.cpp", "backend/op_support.cpp", "backend/probes_device.cpp",
-                "backend/probes_library.cpp", "common/cpu_memory.cpp", "kernels/cpu/sgemm.cpp"}
+                "backend/probes_library.cpp", "common/cpu_memory.cpp", "kernels/cpu/sgemm.cpp",
+                "cpu/attention_engine.cpp"}
 
 
 def _slim_package(src: str, site: str) -> str:

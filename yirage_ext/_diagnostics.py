@@ -51,6 +51,15 @@ def _toolchain() -> dict:
     return out
 
 
+def _bf16_attention_products(lib, isa: str) -> str:
+    """What multiplies CPU bf16 attention's tiles in the active kernel variant `isa` (kernels/cpu/attention.h)."""
+    if isa != "avx512_bf16":
+        return "torch_fp32"
+    if lib.cpu_bf16_attention_amx():
+        return "onednn_brgemm"
+    return "yirage" if lib.cpu_own_sgemm() else "torch_fp32"
+
+
 def _cpu_check() -> dict:
     """Runs rms_norm on CPU (our kernel) against its definition in float64."""
     import torch
@@ -107,7 +116,8 @@ def collect() -> dict:
     lib = _loader.native_module()
     report["cpu"] = dict(lib.cpu_features(), isa=yirage_ext.cpu_isa(), best_isa=lib.cpu_best_isa(),
                          output_cache=yirage_ext.cpu_cache_stats(),
-                         fp32_gemm="yirage" if lib.cpu_own_sgemm() else "torch")
+                         fp32_gemm="yirage" if lib.cpu_own_sgemm() else "torch",
+                         bf16_attention_products=_bf16_attention_products(lib, yirage_ext.cpu_isa()))
     report["backends"] = []
     for name in backends.backend_names():
         b = backends.get_backend_info(name)
@@ -182,6 +192,13 @@ def render(r: dict) -> str:
             add("fp32 matmul / linear products: the library's AVX-512 GEMM (YIRAGE_CPU_SGEMM=0: torch's BLAS)")
         else:
             add("fp32 matmul / linear products: torch's BLAS")
+        add("bf16 attention products: " + {
+            "onednn_brgemm": "torch's oneDNN brgemm, AMX where the CPU has it (YIRAGE_CPU_AMX=0: off)",
+            "yirage": "the library's AVX512-BF16 tiles (YIRAGE_CPU_SGEMM=0: torch's BLAS)",
+            "torch_fp32": "torch's BLAS on fp32 copies of the tiles"}[cpu["bf16_attention_products"]])
+        if cpu.get("llc_bytes"):
+            add(f"last-level cache: {cpu['llc_bytes'] / 2**20:.0f} MiB (forwards whose traffic exceeds it stream "
+                "their outputs; YIRAGE_CPU_STREAM)")
     if r.get("backends"):
         add("")
         add(f"== backends (default: {r['default_backend']})")

@@ -1,9 +1,11 @@
 // CPU glue for attention, attention_forward and attention_backward: checks, strides, the BLAS callback,
 // per-thread scratch and the thread split. The tile loops (kernels/cpu/attention.h) are vectorized per ISA
 // and chosen at run time; their GEMMs run on torch's CPU BLAS through at::cpu::addmm_out, except on AMD CPUs in
-// the AVX-512 variants, which multiply fp32 and bf16 tiles themselves (kernels/cpu/attention.h).
+// the AVX-512 variants, which multiply fp32 and bf16 tiles themselves (kernels/cpu/attention.h), and bf16 on CPUs
+// with AMX-BF16, multiplied on AMX through torch's oneDNN brgemm (cpu/attention_engine.h).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/CPUBlas.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -18,6 +20,7 @@
 
 #include "common/cpu_launch.h"
 #include "common/cpu_memory.h"
+#include "cpu/attention_engine.h"
 #include "kernels/cpu/attention.h"
 #include "ops/attention.h"
 
@@ -37,6 +40,20 @@ void aten_gemm(void*, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n
   const at::Tensor tb = at::from_blob(const_cast<void*>(b), {kk, n}, sb, opts);
   at::Tensor tc = at::from_blob(c, {m, n}, {ldc, 1}, opts);
   at::cpu::addmm_out(tc, tc, ta, tb, beta, alpha);
+}
+
+// kernels::cpu::Bf16GemmCallback on torch's oneDNN brgemm (at::native::cpublas: B in the VNNI layout, fp32 C),
+// which runs on AMX tiles where the CPU has AMX-BF16. Each thread that used it releases the engine
+// (brgemm_release) when its tasks are done.
+void aten_brgemm_bf16(void*, int64_t m, int64_t n, int64_t kk, const k::bf16* a, int64_t lda, const uint32_t* b,
+                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  at::native::cpublas::brgemm(m, n, kk, lda, ldb, ldc, accumulate, reinterpret_cast<const at::BFloat16*>(a),
+                              reinterpret_cast<const at::BFloat16*>(b), c, /*is_vnni=*/true);
+}
+
+k::Bf16GemmCallback bf16_gemm_for(const at::Tensor& q) {
+  if (q.scalar_type() != at::kBFloat16 || !cpu_bf16_attention_engine()) return {};
+  return {&aten_brgemm_bf16, nullptr};
 }
 
 k::Strides4 strides_of(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
@@ -63,11 +80,18 @@ at::ScalarType acc_type(const at::Tensor& q) { return q.scalar_type() == at::kDo
 
 // Runs plan.tasks tasks on torch's intra-op threads, each thread with its own scratch (allocated once per
 // call and thread), and raises if a kernel call returned an error status.
+// engine: the tasks multiply on the matrix engine (each thread releases it after them).
 template <typename Fn>
-void run_tasks(const char* op, const k::AttentionPlan& plan, const Fn& fn) {
+void run_tasks(const char* op, const k::AttentionPlan& plan, bool engine, const Fn& fn) {
   std::atomic<int> status{0};
   at::parallel_for(0, plan.tasks, 1, [&](int64_t begin, int64_t end) {
     at::Tensor scratch = at::empty({static_cast<int64_t>(plan.scratch_bytes)}, at::TensorOptions().dtype(at::kByte));
+    struct Release {
+      bool on;
+      ~Release() {
+        if (on) at::native::cpublas::brgemm_release(/*is_vnni=*/true);
+      }
+    } release{engine};
     const k::Status s = fn(begin, end, scratch.data_ptr());
     if (s != k::Status::ok) status.store(static_cast<int>(s));
   });
@@ -94,8 +118,10 @@ std::tuple<at::Tensor, at::Tensor> forward(const char* op, const at::Tensor& q, 
   p.out = out.data_ptr();
   p.lse = want_lse ? lse.data_ptr() : nullptr;
   p.gemm = {&aten_gemm, nullptr};
+  p.bf16_gemm = bf16_gemm_for(q);
   const k::AttentionPlan plan = k::attention_forward_plan(p, at::get_num_threads());
-  run_tasks(op, plan, [&](int64_t b, int64_t e, void* s) { return k::attention_forward(p, b, e, s); });
+  run_tasks(op, plan, p.bf16_products && p.bf16_gemm.fn != nullptr,
+            [&](int64_t b, int64_t e, void* s) { return k::attention_forward(p, b, e, s); });
   return {out, lse};
 }
 
@@ -136,6 +162,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   p.v_strides = strides_of(vc);
   p.out_strides = strides_of(oc);
   p.gemm = {&aten_gemm, nullptr};
+  p.bf16_gemm = bf16_gemm_for(q);
   const k::AttentionPlan plan = k::attention_backward_plan(p, at::get_num_threads());
   // one task per (batch, key/value head) writes dk and dv; when the query blocks are split over several
   // tasks, each writes partial sums in the accumulation type, added up below
@@ -145,7 +172,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
   p.grad_q = dq.data_ptr();
   p.grad_k = dk.data_ptr();
   p.grad_v = dv.data_ptr();
-  run_tasks(op, plan, [&](int64_t b, int64_t e, void* s) { return k::attention_backward(p, b, e, s); });
+  run_tasks(op, plan, p.bf16_products && p.bf16_gemm.fn != nullptr,
+            [&](int64_t b, int64_t e, void* s) { return k::attention_backward(p, b, e, s); });
   if (p.splits > 1) {
     dk = at::sum(dk, {2}).to(q.scalar_type());
     dv = at::sum(dv, {2}).to(q.scalar_type());

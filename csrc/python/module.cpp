@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "common/cpu_cache.h"
+#include "cpu/attention_engine.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/isa.h"
 
@@ -140,6 +141,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_own_sgemm", [] { return k::sgemm_preferred(); },
         "Whether fp32 matmul / linear products and attention's tile products run on the library's own AVX-512 "
         "GEMMs (AMD CPUs with AVX-512; YIRAGE_CPU_SGEMM=0 turns it off) rather than torch's BLAS.");
+  m.def("cpu_bf16_attention_amx", [] { return yirage::cpu_bf16_attention_engine(); },
+        "Whether bf16 attention's tile products go through torch's oneDNN brgemm (AMX; YIRAGE_CPU_AMX) in the "
+        "avx512_bf16 variant.");
   m.def("cpu_features", [] {
     const k::CpuFeatures& f = k::cpu_features();
     py::dict d;
@@ -150,6 +154,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["amx_tile"] = f.amx_tile;
     d["amx_bf16"] = f.amx_bf16;
     d["amx_int8"] = f.amx_int8;
+    d["llc_bytes"] = f.llc_bytes;
     return d;
   });
 

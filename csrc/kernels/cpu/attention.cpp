@@ -149,13 +149,15 @@ namespace yirage::kernels::cpu {
 namespace {
 
 // Products on our own tiles where sgemm_preferred() holds (AMD CPUs in an AVX-512 variant, YIRAGE_CPU_SGEMM not
-// 0); bf16 inputs then take the bf16-product loops in the avx512_bf16 variant.
+// 0); bf16 inputs then take the bf16-product loops in the avx512_bf16 variant, as they do with a matrix engine's
+// callback (engine: the glue set one).
 bool own_products(DType t) { return t != DType::f64 && sgemm_preferred(); }
-bool bf16_products(DType t) {
+bool bf16_products(DType t, bool engine) {
 #if YR_HAVE_X86_VARIANTS
-  return t == DType::bf16 && own_products(t) && active_isa() == Isa::avx512_bf16;
+  return t == DType::bf16 && (own_products(t) || engine) && active_isa() == Isa::avx512_bf16;
 #else
   (void)t;
+  (void)engine;
   return false;
 #endif
 }
@@ -180,7 +182,7 @@ AttentionPlan attention_forward_plan(AttentionForward& p, int64_t threads) {
   }
   AttentionPlan plan;
   plan.tasks = d.batch * (d.heads_q / p.heads_per_task) * blocks;
-  p.bf16_products = bf16_products(d.dtype);
+  p.bf16_products = bf16_products(d.dtype, p.bf16_gemm.fn != nullptr);
   p.own_products = own_products(d.dtype);
   plan.scratch_bytes =
       p.bf16_products
@@ -203,7 +205,7 @@ AttentionPlan attention_backward_plan(AttentionBackward& p, int64_t threads) {
   while (d.batch * d.heads_kv * p.splits < threads && p.splits < blocks) ++p.splits;
   AttentionPlan plan;
   plan.tasks = d.batch * d.heads_kv * p.splits;
-  p.bf16_products = bf16_products(d.dtype);
+  p.bf16_products = bf16_products(d.dtype, p.bf16_gemm.fn != nullptr);
   p.own_products = own_products(d.dtype);
   plan.scratch_bytes =
       p.bf16_products

@@ -28,7 +28,8 @@
 // whose products run bf16 x bf16 -> fp32 on AVX512-BF16 dot products (attention_bf16_impl.h: tiles packed in
 // pairs along the products' inner dim, P and dS rounded to bf16, dK / dV accumulated transposed; about 4.6x the
 // fp32 GEMM rate of an AVX-512 EPYC core, where on an Intel Xeon with AMX the same tiles ran at 80 GFLOP/s a
-// core, below its fp32 ones). Accumulation in fp32 (fp64 for fp64). Causal
+// core, below its fp32 ones), and on CPUs with AMX-BF16, whose glue hands the same loops a Bf16GemmCallback on
+// the matrix engine. Accumulation in fp32 (fp64 for fp64). Causal
 // masks are aligned bottom-right: query i sees keys j <= i + Sk - Sq; key blocks past a query block's
 // last visible key are skipped. Any head dim; memory is linear in the sequence lengths (per-thread
 // scratch of a few tiles, plus O(Sk * D) per thread in the backward).
@@ -48,6 +49,17 @@ namespace yirage::kernels::cpu {
 struct GemmCallback {
   void (*fn)(void* ctx, bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
              const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) = nullptr;
+  void* ctx = nullptr;
+};
+
+// bf16 x bf16 -> fp32 products on a matrix engine, for the bf16-product loops (bf16_products): C (m x n) = A B, or
+// C += A B with accumulate; A row-major bf16 (m x k, row stride lda elements, k even), B packed in pairs along K as
+// gemm_bf16_avx512.h packs it (k / 2 rows of ldb 32-bit words, word (p, j) = (B[2p][j], B[2p + 1][j]): the VNNI
+// layout of AMX), C fp32 (row stride ldc). Supplied by the glue where the CPU has AMX-BF16 (torch's oneDNN brgemm);
+// null elsewhere, where our AVX512-BF16 tiles multiply. It may throw.
+struct Bf16GemmCallback {
+  void (*fn)(void* ctx, int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda, const uint32_t* b, int64_t ldb,
+             float* c, int64_t ldc, bool accumulate) = nullptr;
   void* ctx = nullptr;
 };
 
@@ -72,6 +84,7 @@ struct AttentionForward {
   void* out = nullptr;  // (B, Hq, Sq, D) contiguous
   void* lse = nullptr;  // null, or (B, Hq, Sq) contiguous of the accumulation type
   GemmCallback gemm;
+  Bf16GemmCallback bf16_gemm;  // set before the plan: bf16 inputs then take the bf16-product loops on it
   // Set by attention_forward_plan: query rows per head and keys per tile, and how many query heads of a
   // GQA group share one task (their rows are stacked, so each K/V tile is read once for all of them);
   // bf16_products: bf16 inputs with the avx512_bf16 variant active, whose products run bf16 x bf16 -> fp32
@@ -98,6 +111,7 @@ struct AttentionBackward {
   void* grad_k = nullptr;
   void* grad_v = nullptr;
   GemmCallback gemm;
+  Bf16GemmCallback bf16_gemm;  // as in AttentionForward
   // Set by attention_backward_plan: query rows per head and keys per tile, and into how many tasks the
   // query blocks of one (batch, key/value head) are split; bf16_products as in AttentionForward (P and dS
   // rounded to bf16 before their products).

@@ -8,6 +8,17 @@
 
 #include "gemm_bf16_avx512.h"
 
+// C (m x n) (+)= A B with k = 2 kp (gemm_bf16_avx512.h's operands): on the matrix engine where the glue supplied
+// one (Bf16GemmCallback), else on our AVX512-BF16 tiles.
+inline void bf16_product(const Bf16GemmCallback& engine, int64_t m, int64_t n, int64_t kp, const bf16* a,
+                         int64_t lda, const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (engine.fn == nullptr) {
+    bf16dot::gemm(m, n, kp, a, lda, b, ldb, c, ldc, accumulate);
+  } else if (m > 0 && n > 0) {
+    engine.fn(engine.ctx, m, n, 2 * kp, a, lda, b, ldb, c, ldc, accumulate);
+  }
+}
+
 
 // dst[0, n) = src rounded to bf16; dst[n] = 0 when `pad` (the zero column of an odd K).
 inline void round_row_bf16(const float* src, int64_t n, bf16* dst, bool pad) {
@@ -97,7 +108,7 @@ Status attn_forward_bf16(const AttentionForward& p, int64_t begin, int64_t end, 
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int64_t nk = std::min(BK, kend - j0);
       bf16dot::pack_pairs_of_rows(k + j0 * p.k_strides.s, p.k_strides.s, nk, D, kt, ldk);
-      bf16dot::gemm(R, nk, Dp / 2, qb, Dp, kt, ldk, s, BK, false);  // S (R, nk) = Q K^T
+      bf16_product(p.bf16_gemm, R, nk, Dp / 2, qb, Dp, kt, ldk, s, BK, false);  // S (R, nk) = Q K^T
       for (int64_t r = 0; r < R; ++r) {
         const int64_t vis = visible_keys(d.causal, i0 + r % mq, off, j0, nk);
         const float alpha = online_softmax_row<V>(s + r * BK, nk, vis, scale, m + r, l + r, pb + r * BKp);
@@ -105,7 +116,7 @@ Status attn_forward_bf16(const AttentionForward& p, int64_t begin, int64_t end, 
         if (nk % 2 != 0) pb[r * BKp + nk].bits = 0;  // the zero column of an odd K
       }
       bf16dot::pack_pairs_of_cols(v + j0 * p.v_strides.s, p.v_strides.s, nk, D, vv, ldv);
-      bf16dot::gemm(R, D, (nk + 1) / 2, pb, BKp, vv, ldv, acc, D, true);  // O (R, D) += P V
+      bf16_product(p.bf16_gemm, R, D, (nk + 1) / 2, pb, BKp, vv, ldv, acc, D, true);  // O (R, D) += P V
     }
     for (int64_t r = 0; r < R; ++r) {
       const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;
@@ -164,21 +175,21 @@ Status attn_backward_bf16(const AttentionBackward& p, int64_t begin, int64_t end
       const int64_t kend = d.causal ? std::clamp<int64_t>(i0 + mq + off, 0, Sk) : Sk;
       for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         const int64_t nk = std::min(BK, kend - j0);
-        bf16dot::gemm(R, nk, Dp / 2, qb, Dp, kt + j0, ldkv, s, BK, false);  // S = Q_i K_j^T (unscaled)
+        bf16_product(p.bf16_gemm, R, nk, Dp / 2, qb, Dp, kt + j0, ldkv, s, BK, false);  // S = Q_i K_j^T (unscaled)
         for (int64_t r = 0; r < R; ++r) {
           probs_row<V>(s + r * BK, nk, visible_keys(d.causal, i0 + r % mq, off, j0, nk), scale, lse[r]);
         }
         pack_pairs_f32(s, BK, R, nk, pv, ldbk);
-        bf16dot::gemm(D, nk, Rp / 2, gt, Rp, pv, ldbk, dvt + j0, ldkv, true);  // dV_j^T += dO_i^T P
-        bf16dot::gemm(R, nk, Dp / 2, gb, Dp, vt + j0, ldkv, dp, BK, false);    // dP = dO_i V_j^T
+        bf16_product(p.bf16_gemm, D, nk, Rp / 2, gt, Rp, pv, ldbk, dvt + j0, ldkv, true);  // dV_j^T += dO_i^T P
+        bf16_product(p.bf16_gemm, R, nk, Dp / 2, gb, Dp, vt + j0, ldkv, dp, BK, false);    // dP = dO_i V_j^T
         for (int64_t r = 0; r < R; ++r) {
           score_grad_row<V>(s + r * BK, dp + r * BK, nk, di[r], scale);
           round_row_bf16(dp + r * BK, nk, dsb + r * BKp, nk % 2 != 0);
         }
         pack_pairs_f32(dp, BK, R, nk, dsv, ldbk);
         // dQ_i += scale dS K_j
-        bf16dot::gemm(R, D, (nk + 1) / 2, dsb, BKp, kr + j0 / 2 * ldn, ldn, dq, D, true);
-        bf16dot::gemm(D, nk, Rp / 2, qt, Rp, dsv, ldbk, dkt + j0, ldkv, true);  // dK_j^T += scale Q_i^T dS
+        bf16_product(p.bf16_gemm, R, D, (nk + 1) / 2, dsb, BKp, kr + j0 / 2 * ldn, ldn, dq, D, true);
+        bf16_product(p.bf16_gemm, D, nk, Rp / 2, qt, Rp, dsv, ldbk, dkt + j0, ldkv, true);  // dK_j^T += scale Q_i^T dS
       }
       for (int64_t r = 0; r < R; ++r) {
         const int64_t row = (b * d.heads_q + h0 + r / mq) * Sq + i0 + r % mq;
