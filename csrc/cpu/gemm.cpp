@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/mm_cpu_dispatch.h>
+#include <ATen/native/CPUBlas.h>
 
 #include <algorithm>
 
@@ -117,17 +118,32 @@ at::Tensor block(const at::Tensor& t, int64_t r0, int64_t r1, int64_t c0, int64_
   return t.narrow(0, r0, r1 - r0).narrow(1, c0, c1 - c0);
 }
 
+// Whether a (m x k) is of a half type with a matrix engine here (AMX: torch's oneDNN can pack for it) and has
+// kEngineOneCallRows rows or more: such products are not split over threads (split_product) but left to oneDNN's own.
+// On a 16-core Intel Xeon with AMX, bf16, split against one call, two runs each (ratios to torch.matmul / to the
+// unfused torch code): matmul 256x512x512 0.51x -> 0.86-0.96x, 512x4096x4096 0.52-0.65x -> 0.95-1.01x, 64x4096x4096
+// 0.65-0.69x -> 0.97-1.01x; linear 512x4096x4096 0.51-0.58x -> 1.04-1.05x; but 16 rows split 1.05-1.33x, one call
+// 0.75-0.98x (benchmarks/results/cpu-bf16-gemm-amx-split-intel-xeon-2026-11-27.md).
+constexpr int64_t kEngineOneCallRows = 32;
+bool matrix_engine_half(const at::Tensor& a) {
+  const at::ScalarType t = a.scalar_type();
+  if ((t != at::kBFloat16 && t != at::kHalf) || a.size(0) < kEngineOneCallRows) return false;
+  static const bool bf16 = at::native::cpublas::could_pack(at::kBFloat16);
+  static const bool f16 = at::native::cpublas::could_pack(at::kHalf);
+  return t == at::kBFloat16 ? bf16 : f16;
+}
+
 // c = a @ b through BLAS, then after(r0, r1, c0, c1) on each block right after its product, while the block is
 // in the cache of the thread that wrote it. The larger of M and N is split into one contiguous block per thread,
 // each a single-threaded BLAS call (BLAS runs single-threaded inside at::parallel_for): on the 2-core machine
 // this was written on this beat BLAS's own threading by 1.3-3x for 16 to 128 rows and matched it for large
-// products. A row vector (BLAS's threaded GEMV was faster there), a small product, or a call already inside
-// a parallel region makes one BLAS call instead.
+// products. A row vector (BLAS's threaded GEMV was faster there), a small product, a call already inside
+// a parallel region, or a half-type product on a matrix engine (matrix_engine_half) makes one BLAS call instead.
 template <typename After>
 void split_product(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, const After& after) {
   const int64_t m = c.size(0), n = c.size(1), kdim = a.size(1);
   const int64_t threads = at::get_num_threads();
-  if (m == 1 || threads == 1 || at::in_parallel_region() || m * n * kdim < kSplitWork) {
+  if (m == 1 || threads == 1 || at::in_parallel_region() || m * n * kdim < kSplitWork || matrix_engine_half(a)) {
     at::Tensor o = c;
     product(o, a, b);
     after(0, m, 0, n);
