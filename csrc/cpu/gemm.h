@@ -7,7 +7,8 @@
 // allocates nothing - or, for fp32 on AMD CPUs with AVX-512, our own blocked GEMM (sgemm_fp32 below).
 // Threads: the larger of M and N is split into one block per thread, each a single-threaded product followed
 // by the epilogue on that block while it is in that core's cache (split_product in gemm.cpp says what was
-// measured). Single-threaded, the bias + activation pass costs ~0.2 ns (bias only) to ~1.2 ns (gelu) per output
+// measured) - except bf16 / fp16 products of 32 rows or more on CPUs with AMX for that type, which are one oneDNN
+// call on its own threads (matrix_engine_half). Single-threaded, the bias + activation pass costs ~0.2 ns (bias only) to ~1.2 ns (gelu) per output
 // element on AVX2, against 2K / (BLAS FLOP rate) for the product.
 //
 // bf16/fp16 where torch has no native half GEMM (no AVX-512 / AVX512-FP16 / AVX-NE-CONVERT): torch 2.13 falls
