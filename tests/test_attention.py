@@ -196,48 +196,9 @@ def test_thread_counts(threads):
         torch.set_num_threads(before)
 
 
-# bf16 on AVX512-BF16 CPUs runs its products bf16 x bf16 -> fp32 on packed tiles (P and dS rounded to bf16): odd head
-# dims, odd key-tile lengths (Sk past a multiple of the 256/512-key tiles by an odd count) and odd stacked row
-# counts (GQA groups of 3, a last query block of 45 rows) pad the products' inner dims with zeros; threads = 3
-# splits the backward's query blocks over tasks (fp32 partial dK / dV sums). Every CPU variant runs them.
-@pytest.mark.parametrize("shape", [(1, 1, 1, 301, 517, 7), (1, 3, 1, 45, 263, 33), (2, 2, 2, 64, 300, 128)],
-                         ids=shape_id)
-@pytest.mark.parametrize("threads", [1, 3])
-def test_bf16_odd_tiles_and_thread_counts(isa, shape, threads):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        for causal in (False, True):
-            inp = attention_inputs(*shape, dtype=torch.bfloat16, causal=causal, seed=21)
-            q, k, v = leaves(inp)
-            out, lse = OPS.attention_forward(q, k, v, causal, None)
-            assert_close(out, attention_ref(inp.q, inp.k, inp.v, causal), torch.bfloat16)
-            tol = LSE_TOL[torch.bfloat16]
-            torch.testing.assert_close(lse.double(), attention_lse_ref(inp.q, inp.k, causal), atol=tol, rtol=tol)
-            g = torch.randn(q.shape).to(torch.bfloat16)
-            OPS.attention(q, k, v, causal, None).backward(g)
-            ref = reference_grads(lambda a, b, c: attention_ref(a, b, c, causal), [q, k, v], [g])
-            for got, want, what in zip((q.grad, k.grad, v.grad), ref, ("dq", "dk", "dv")):
-                assert got.dtype == torch.bfloat16
-                assert_grad_close(got, want, torch.bfloat16, what)
-    finally:
-        torch.set_num_threads(before)
-
-
-ENGINE_SCRIPT = """
-import sys, torch, yirage_ext
-sys.path.insert(0, {tests!r})
-from test_attention import bf16_engine_case
-print("ISA", yirage_ext.cpu_isa())
-for shape in {shapes!r}:
-    for causal in (False, True):
-        bf16_engine_case(shape, causal)
-print("OK")
-"""
-
-
-def bf16_engine_case(shape, causal):
-    inp = attention_inputs(*shape, dtype=torch.bfloat16, causal=causal, seed=23)
+def check_bf16_case(shape, causal, seed):
+    """bf16 forward (out, lse) and gradients of one shape against the float64 references."""
+    inp = attention_inputs(*shape, dtype=torch.bfloat16, causal=causal, seed=seed)
     q, k, v = leaves(inp)
     out, lse = OPS.attention_forward(q, k, v, causal, None)
     assert_close(out, attention_ref(inp.q, inp.k, inp.v, causal), torch.bfloat16)
@@ -247,16 +208,47 @@ def bf16_engine_case(shape, causal):
     OPS.attention(q, k, v, causal, None).backward(g)
     ref = reference_grads(lambda a, b, c: attention_ref(a, b, c, causal), [q, k, v], [g])
     for got, want, what in zip((q.grad, k.grad, v.grad), ref, ("dq", "dk", "dv")):
+        assert got.dtype == torch.bfloat16
         assert_grad_close(got, want, torch.bfloat16, what)
+
+
+# bf16 on AVX512-BF16 CPUs runs its products bf16 x bf16 -> fp32 on packed tiles (P and dS rounded to bf16): odd head
+# dims, odd key-tile lengths (Sk past a multiple of the 256/512-key tiles by an odd count) and odd stacked row
+# counts (GQA groups of 3, a last query block of 45 rows) pad the products' inner dims with zeros; threads = 3
+# splits the backward's query blocks over tasks (fp32 partial dK / dV sums). Every CPU variant runs them.
+BF16_ODD_SHAPES = [(1, 1, 1, 301, 517, 7), (1, 3, 1, 45, 263, 33), (2, 2, 2, 64, 300, 128)]
+
+
+@pytest.mark.parametrize("shape", BF16_ODD_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_bf16_odd_tiles_and_thread_counts(isa, shape, threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for causal in (False, True):
+            check_bf16_case(shape, causal, seed=21)
+    finally:
+        torch.set_num_threads(before)
+
+
+ENGINE_SCRIPT = """
+import sys, torch, yirage_ext
+sys.path.insert(0, {tests!r})
+from test_attention import BF16_ODD_SHAPES, check_bf16_case
+print("ISA", yirage_ext.cpu_isa())
+for shape in BF16_ODD_SHAPES:
+    for causal in (False, True):
+        check_bf16_case(shape, causal, seed=23)
+print("OK")
+"""
 
 
 def test_bf16_matrix_engine():
     # YIRAGE_CPU_AMX=1: the bf16-product loops multiply through torch's oneDNN brgemm (the AMX path of CPUs with
     # AMX-BF16; oneDNN runs it on AVX512-BF16 elsewhere), odd tiles and GQA as above, 2 threads
     import os
-    shapes = [(1, 1, 1, 301, 517, 7), (1, 3, 1, 45, 263, 33), (2, 2, 2, 64, 300, 128)]
     tests = os.path.dirname(os.path.abspath(__file__))
-    out = run_python(ENGINE_SCRIPT.format(tests=tests, shapes=shapes), env_extra={"YIRAGE_CPU_AMX": "1"})
+    out = run_python(ENGINE_SCRIPT.format(tests=tests), env_extra={"YIRAGE_CPU_AMX": "1"})
     if "ISA avx512_bf16" not in out.stdout:
         pytest.skip("the bf16-product loops need the avx512_bf16 CPU variant: " + out.stdout.split("\n")[0])
     assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr
