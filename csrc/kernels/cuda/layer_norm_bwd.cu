@@ -81,7 +81,11 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   extern __shared__ __align__(16) unsigned char ln_bwd_dyn[];
   const norm::RowStager<T, NV> st{reinterpret_cast<Vec<T, V>*>(ln_bwd_dyn), stages};
   float* ln_bwd_merge = reinterpret_cast<float*>(ln_bwd_dyn + st.bytes(stages, blockDim.x));
-  __shared__ A smem[512 / kWarpSize * 4];
+  // two buffers for the reductions, alternating from row group to row group: one barrier per group (three before,
+  // with the vote on `shifted`: H200, kernel alone, bf16 4096x8192 74.7 -> 72.7 us, 16384x4096 126.3 -> 124.9, the
+  // rest level; benchmarks/results/cuda-row-barriers-h200-2026-11-27.md)
+  __shared__ A smem[2][512 / kWarpSize * 4];
+  int buf = 0;
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
   const int64_t nvec = p.cols / V;
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
           add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, w != nullptr, b0);
         }
       }
-      group_sum<4>(s, tpr, sub, smem);
+      group_sum<4, false>(s, tpr, sub, smem[buf]);
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
       mean_gw = s[2] * inv_n;
@@ -149,10 +153,11 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
     };
     A base = A(0), off, var, mean_gw, mean_gwc;
     moments(std::false_type{}, base, off, var, mean_gw, mean_gwc);
-    // the mean far from 0 (as the forward): the sums again around their first estimate of the mean; group_any
-    // keeps the branch uniform where the reduction needs it
-    const bool shifted = norm::group_any(off * off > A(16) * var, tpr);
+    // the mean far from 0 (as the forward): the sums again around their first estimate of the mean;
+    // group_any_of_sums keeps the branch uniform where the reduction needs it (no vote where a block holds one row)
+    const bool shifted = norm::group_any_of_sums(off * off > A(16) * var, tpr);
     if (shifted) {
+      if (tpr > kWarpSize) __syncthreads();  // block-uniform here: every thread has read smem[buf]
       base = off;
       moments(std::true_type{}, base, off, var, mean_gw, mean_gwc);
     }
@@ -190,6 +195,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
       write(std::false_type{});
     }
     if constexpr (kStaged) slot = slot + 1 < stages ? slot + 1 : 0;
+    buf ^= 1;
   }
   if constexpr (kStaged) norm::copy_wait(0);  // the groups queued past the last row are empty: nothing in flight
   A* ws = static_cast<A*>(p.workspace);

@@ -78,7 +78,9 @@ inline int device_attribute(Attr attr, int what, int fallback) {
 // Whole-warp groups take a fixed butterfly, then (several warps) one value per warp through shared memory, summed
 // by a second butterfly: no division, no loop over the warps (the per-row overhead this replaces was a third of the
 // forward kernels' instructions; rms_norm.cu).
-template <int K, typename A>
+// kBarrierAfter false: no barrier after the reads of `smem`, for callers that alternate two buffers (the next
+// call's writes to this buffer come after a barrier every thread reaches only once it has read this one).
+template <int K, bool kBarrierAfter = true, typename A>
 __device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) {
   if (tpr >= kWarpSize) {
 #pragma unroll
@@ -109,7 +111,7 @@ __device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) 
 #pragma unroll
       for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
     }
-    __syncthreads();
+    if constexpr (kBarrierAfter) __syncthreads();
   }
 }
 
@@ -118,6 +120,14 @@ __device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) 
 // branch it decides is then uniform wherever a reduction inside it needs that. Every thread calls it.
 __device__ __forceinline__ bool group_any(bool pred, int tpr) {
   return tpr <= kWarpSize ? warp_any(pred) : __syncthreads_or(pred) != 0;
+}
+
+// group_any of a predicate computed from group_sum's results only: those are bit-identical on every thread of
+// the row (each butterfly step adds the same two values on both lanes, a + b == b + a; the warps of a row sum the
+// same partials in the same order), so where a block holds one row the predicate is already uniform and needs no
+// barrier; otherwise as group_any.
+__device__ __forceinline__ bool group_any_of_sums(bool pred, int tpr) {
+  return tpr <= kWarpSize ? warp_any(pred) : int(blockDim.x) == tpr ? pred : __syncthreads_or(pred) != 0;
 }
 
 // Sum of K values over the whole block; every thread gets the sums. `smem`: 1024 / kWarpSize * K values.
