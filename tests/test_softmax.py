@@ -105,6 +105,31 @@ def test_masked_entries_and_all_masked_rows(target, kind, dtype, dim):
 
 
 @pytest.mark.parametrize("kind", KIND_IDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("n", [8192, 16384])
+def test_long_rows_uneven_regions(target, kind, dtype, n):
+    # rows long enough for the CUDA block kernel's 4 or 8 vectors a thread, whose warps each reduce their own part
+    # of a row before the parts are merged: parts whose maxima lie far apart, parts that are entirely -inf next to
+    # finite ones, a row that is -inf but for a few entries, an all -inf row (NaN) and a row holding +inf (NaN)
+    x = softmax_inputs((7, n), dtype, seed=n)
+    x[0, n // 2:] += 40.0  # the second half dominates: the first half's exps underflow against it
+    x[1, : n // 2] = float("-inf")
+    x[2, 100:] = float("-inf")
+    x[3] = float("-inf")
+    x[4, ::3] = float("-inf")
+    x[4, 1::3] -= 60.0
+    x[5, n - 1] = float("inf")
+    y, want = run(kind, x, -1)
+    assert_close(y, want, dtype)
+    torch.testing.assert_close(y, KINDS[kind][3](x, -1), equal_nan=True, atol=2e-2, rtol=2e-2)
+    assert torch.isnan(y[3]).all() and torch.isnan(y[5]).all() and not torch.isnan(y[[0, 1, 2, 4, 6]]).any()
+    if kind == "softmax":
+        assert (y[1, : n // 2] == 0).all() and (y[2, 100:] == 0).all()
+        torch.testing.assert_close(y[:3].double().sum(-1), torch.ones(3, dtype=torch.float64, device=y.device),
+                                   atol=1e-2 if dtype == torch.bfloat16 else 1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
 @pytest.mark.parametrize("dim", [-1, 0])
 def test_nan_and_inf_rows(target, kind, dim):
     x = softmax_inputs((6, 45), torch.float32, seed=4)
