@@ -103,12 +103,55 @@ template <> struct Decode<64> { using type = FwdConfig<64, 1, 1, 4, 64, 3>; };
 template <> struct Decode<128> { using type = FwdConfig<128, 1, 1, 4, 64, 3>; };
 template <> struct Decode<256> { using type = FwdConfig<256, 1, 1, 2, 32>; };
 
+// Hopper's 227 KB of shared memory a block: D = 128 decode on 128-key tiles, 3 stages (196 KB; two 128-key tiles of
+// K and V, 128 KB, in flight). Taken where the (batch, key/value head) blocks do not fill the GPU and the keys
+// are more than 1024 (decode_wide): there each block's split is short or the call is bound by the bytes a block
+// keeps in flight, and the wider tiles halve the tile steps. H200, bf16, Hq 32, Hk 8, against Decode<128>: kernel
+// alone at the same split counts, B1 Sk2048 8.6 -> 8.2 us, Sk4096 10.2 -> 9.5, Sk8192 13.3 -> 11.7, B2 Sq3 Sk4097
+// causal 16.7 -> 15.7, B1 Sk32768 and B16 Sk8192 level, slower at B1 Sk1024 (7.5 -> 8.2) and B64 Sk2048 (123.3 ->
+// 124.3), which keep Decode<128>; through the op (launch and the L2 flush included) 0.5-1.1% faster at B1..B16
+// with up to 8192 keys and B16 Sk16384 248.2 -> 243.0 us (SDPA's best 245.0)
+// (benchmarks/results/cuda-attention-decode-wide-h200-2026-11-27.md).
+struct DecodeWide128 { using type = FwdConfig<128, 1, 1, 4, 128, 3>; };
+
 constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
 // bytes of K / V loads in flight per SM that the decode splits aim at (attention_forward_splits)
 constexpr int64_t kDecodeInflight = int64_t(64) << 10;
 constexpr int kMaxGridZ = 65535;
 
 bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q <= kDecodeRows; }
+
+// The current device's opt-in shared memory per block and multiprocessors (0 if the runtime cannot say), asked once.
+struct DeviceFacts {
+  int smem_optin = 0, sms = 0;
+};
+DeviceFacts device_facts() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> smem[kMaxDevices] = {}, sms[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  DeviceFacts f{smem[dev].load(std::memory_order_relaxed), sms[dev].load(std::memory_order_relaxed)};
+  if (f.sms == 0) {
+    if (cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return {};
+    }
+    smem[dev].store(f.smem_optin, std::memory_order_relaxed);
+    sms[dev].store(f.sms, std::memory_order_relaxed);
+  }
+  return f;
+}
+
+// Whether a D = 128 decode call takes DecodeWide128 (above); the split heuristic and the launch ask the same.
+bool decode_wide(const AttentionShape& s) {
+  if (s.head_dim != 128 || !is_decode(s) || s.seq_k <= 1024) return false;
+  const DeviceFacts f = device_facts();
+  return f.smem_optin >= DecodeWide128::type::kSmem && s.batch * s.heads_k < f.sms;
+}
 
 // What the split heuristic needs of a configuration: blocks per split, key tiles, resident blocks per SM.
 struct SplitInputs {
@@ -294,7 +337,12 @@ bool sm90_forward_ready() {
 
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
-  if (is_decode(a.shape)) return launch_forward<T, typename Decode<kD>::type>(a, stream);
+  if (is_decode(a.shape)) {
+    if constexpr (kD == 128) {
+      if (decode_wide(a.shape)) return launch_forward<T, DecodeWide128::type>(a, stream);
+    }
+    return launch_forward<T, typename Decode<kD>::type>(a, stream);
+  }
   if (a.num_splits <= 1 && sm90_forward_ready()) {
     return a.shape.causal ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
                           : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
@@ -336,7 +384,11 @@ int attention_forward_splits(const AttentionShape& s, int sm_count) {
   SplitInputs in;
   switch (s.head_dim) {
     case 64: in = is_decode(s) ? split_inputs<Decode<64>::type>(s) : split_inputs<Prefill<64>::type>(s); break;
-    case 128: in = is_decode(s) ? split_inputs<Decode<128>::type>(s) : split_inputs<Prefill<128>::type>(s); break;
+    case 128:
+      in = decode_wide(s)  ? split_inputs<DecodeWide128::type>(s)
+           : is_decode(s) ? split_inputs<Decode<128>::type>(s)
+                          : split_inputs<Prefill<128>::type>(s);
+      break;
     case 256: in = is_decode(s) ? split_inputs<Decode<256>::type>(s) : split_inputs<Prefill<256>::type>(s); break;
     default: return 1;
   }
