@@ -180,9 +180,39 @@ def _slim_package(src: str, site: str) -> str:
     return dst
 
 
+SOURCE_SUFFIXES = (".cpp", ".cu", ".h", ".cuh", ".mm", ".hpp")
+
+
+def _stale_sources(pkg: str) -> list[str]:
+    """The source files (relative paths) where the installed package's _csrc differs from this checkout's csrc:
+    missing on either side or with other contents. Empty when the tests do not run from a checkout."""
+    repo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+    if not os.path.isdir(repo):
+        return []
+
+    def tree(root: str) -> dict[str, str]:
+        files = {}
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                if name.endswith(SOURCE_SUFFIXES):
+                    path = os.path.join(dirpath, name)
+                    files[os.path.relpath(path, root).replace(os.sep, "/")] = path
+        return files
+
+    ours, theirs = tree(repo), tree(os.path.join(pkg, "_csrc"))
+    stale = sorted(set(ours) ^ set(theirs))
+    for rel in sorted(set(ours) & set(theirs)):
+        with open(ours[rel], "rb") as a, open(theirs[rel], "rb") as b:
+            if a.read() != b.read():
+                stale.append(rel)
+    return stale
+
+
 @pytest.fixture(scope="module")
 def installed_pkg(tmp_path_factory) -> str:
-    """Directory of the installed yirage_ext (found from a neutral cwd, without importing it)."""
+    """Directory of the installed yirage_ext (found from a neutral cwd, without importing it). These tests build and
+    load the installed package: one built from other sources than this checkout's fails them here, with the files
+    that differ, rather than later in a build of stale sources."""
     cwd = tmp_path_factory.mktemp("cwd")
     rc, out, err = _run([sys.executable, "-c", "import importlib.util as u; s = u.find_spec('yirage_ext'); "
                          "print(s.origin if s else '')"], cwd=cwd, env=_env(), timeout=60, what="find yirage_ext")
@@ -192,6 +222,11 @@ def installed_pkg(tmp_path_factory) -> str:
     pkg = os.path.dirname(origin)
     if not os.path.isdir(os.path.join(pkg, "_csrc")):
         pytest.skip(f"{pkg} is not an installed yirage_ext (no packaged _csrc sources)")
+    stale = _stale_sources(pkg)
+    if stale:
+        pytest.fail(f"the installed yirage_ext ({pkg}) was built from other sources than this checkout: "
+                    f"{len(stale)} files differ ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}); "
+                    f"install the checkout first (make install; make test does it)", pytrace=False)
     return pkg
 
 
