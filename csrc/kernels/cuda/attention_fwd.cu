@@ -113,6 +113,14 @@ template <> struct Decode<256> { using type = FwdConfig<256, 1, 1, 2, 32>; };
 // with up to 8192 keys and B16 Sk16384 248.2 -> 243.0 us (SDPA's best 245.0)
 // (benchmarks/results/cuda-attention-decode-wide-h200-2026-11-27.md).
 struct DecodeWide128 { using type = FwdConfig<128, 1, 1, 4, 128, 3>; };
+// D = 256 on Hopper: 4 warps on 64-key tiles, 2 stages (136 KB; Decode<256>: 2 warps on 32-key tiles, 72 KB), its
+// twice the bytes in flight a block halving the splits the heuristic gives. Through the op (H200, bf16, Hq 32, Hk 8,
+// L2 flushed): B1 Sk1024..8192 1.20-1.23x (Sk4096 22.2 -> 18.1 us), Sk32768 1.13x, B2 Sq4 Sk8192 causal 1.31x, Hq 16
+// Hk 1 Sk9000 1.81x, B64 Sk2048 1.08x, B4..B16 Sk8192 1.005-1.03x, B4 Sk32768 level; slower at B32 Sk1024 (0.97x;
+// probably its 256 blocks, resident at once with Decode<256>, taking two waves at one block a SM), so calls whose
+// blocks fill the GPU with at most 1024 keys keep Decode<256> (decode_wide;
+// benchmarks/results/cuda-attention-decode-wide-h200-2026-11-27.md).
+struct DecodeWide256 { using type = FwdConfig<256, 1, 1, 4, 64, 2>; };
 
 constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
 // bytes of K / V loads in flight per SM that the decode splits aim at (attention_forward_splits)
@@ -146,11 +154,14 @@ DeviceFacts device_facts() {
   return f;
 }
 
-// Whether a D = 128 decode call takes DecodeWide128 (above); the split heuristic and the launch ask the same.
+// Whether a decode call takes DecodeWide128 / DecodeWide256 (above); the split heuristic and the launch ask the same.
 bool decode_wide(const AttentionShape& s) {
-  if (s.head_dim != 128 || !is_decode(s) || s.seq_k <= 1024) return false;
+  if (!is_decode(s)) return false;
   const DeviceFacts f = device_facts();
-  return f.smem_optin >= DecodeWide128::type::kSmem && s.batch * s.heads_k < f.sms;
+  const bool few_blocks = s.batch * s.heads_k < f.sms;
+  if (s.head_dim == 256) return f.smem_optin >= DecodeWide256::type::kSmem && (few_blocks || s.seq_k > 1024);
+  if (s.head_dim != 128 || s.seq_k <= 1024) return false;
+  return f.smem_optin >= DecodeWide128::type::kSmem && few_blocks;
 }
 
 // What the split heuristic needs of a configuration: blocks per split, key tiles, resident blocks per SM.
@@ -340,6 +351,8 @@ cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) {
     if constexpr (kD == 128) {
       if (decode_wide(a.shape)) return launch_forward<T, DecodeWide128::type>(a, stream);
+    } else if constexpr (kD == 256) {
+      if (decode_wide(a.shape)) return launch_forward<T, DecodeWide256::type>(a, stream);
     }
     return launch_forward<T, typename Decode<kD>::type>(a, stream);
   }
@@ -389,7 +402,11 @@ int attention_forward_splits(const AttentionShape& s, int sm_count) {
            : is_decode(s) ? split_inputs<Decode<128>::type>(s)
                           : split_inputs<Prefill<128>::type>(s);
       break;
-    case 256: in = is_decode(s) ? split_inputs<Decode<256>::type>(s) : split_inputs<Prefill<256>::type>(s); break;
+    case 256:
+      in = decode_wide(s)  ? split_inputs<DecodeWide256::type>(s)
+           : is_decode(s) ? split_inputs<Decode<256>::type>(s)
+                          : split_inputs<Prefill<256>::type>(s);
+      break;
     default: return 1;
   }
   if (is_decode(s)) {
