@@ -185,8 +185,8 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     a.key_blocks = static_cast<int>(key_blocks);
     a.scale_log2 = s.scale * kLog2e;
-    // set on every launch: the attribute belongs to the current device
-    cudaError_t e = cudaFuncSetAttribute(K::kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmem);
+    static std::atomic<uint64_t> smem_raised{0};  // the attribute belongs to the device: once per device
+    cudaError_t e = raise_smem_once(smem_raised, reinterpret_cast<const void*>(K::kernel()), K::kSmem);
     if (e != cudaSuccess) return e;
     K::launch(unsigned(blocks), a, stream);
     e = launch_status();

@@ -121,6 +121,12 @@ struct DecodeWide128 { using type = FwdConfig<128, 1, 1, 4, 128, 3>; };
 // blocks fill the GPU with at most 1024 keys keep Decode<256> (decode_wide;
 // benchmarks/results/cuda-attention-decode-wide-h200-2026-11-27.md).
 struct DecodeWide256 { using type = FwdConfig<256, 1, 1, 4, 64, 2>; };
+// D = 64 on 128-key tiles, 3 stages (98 KB), where the (batch, key/value head) blocks do not fill the GPU. Through the
+// op (H200, bf16, Hq 32, Hk 8 unless named; HEAD and this side by side, three passes in turns, us): B1 Sk1024 8.8 ->
+// 8.4, Sk8192 13.1 -> 12.6, Sk32768 25.8 -> 23.8, B16 Sk8192 68.4 -> 66.2, B2 Sq4 Sk8192 causal 20.3 -> 18.9, Hq 16
+// Hk 1 Sk9000 24.2 -> 20.2, B4 Sk8192 / Sk32768 level; calls whose blocks fill the GPU keep Decode<64> (B64 Sk2048
+// was 0.99x with it) (benchmarks/results/cuda-attention-decode-merge-h200-2026-11-27.md).
+struct DecodeWide64 { using type = FwdConfig<64, 1, 1, 4, 128, 3>; };
 
 constexpr int kDecodeRows = 16;  // stacked rows up to which the decode configuration is used
 // bytes of K / V loads in flight per SM that the decode splits aim at (attention_forward_splits)
@@ -160,6 +166,7 @@ bool decode_wide(const AttentionShape& s) {
   const DeviceFacts f = device_facts();
   const bool few_blocks = s.batch * s.heads_k < f.sms;
   if (s.head_dim == 256) return f.smem_optin >= DecodeWide256::type::kSmem && (few_blocks || s.seq_k > 1024);
+  if (s.head_dim == 64) return f.smem_optin >= DecodeWide64::type::kSmem && few_blocks;
   if (s.head_dim != 128 || s.seq_k <= 1024) return false;
   return f.smem_optin >= DecodeWide128::type::kSmem && few_blocks;
 }
@@ -218,8 +225,9 @@ template <typename T, typename Cfg>
 cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
   const AttentionShape& s = a.shape;
   auto kernel = flash_attention_fwd_kernel<T, Cfg>;
-  if (Cfg::kSmem > 48 * 1024) {  // per device, and cheap: set on every launch
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+  if (Cfg::kSmem > 48 * 1024) {
+    static std::atomic<uint64_t> smem_raised{0};
+    const cudaError_t e = raise_smem_once(smem_raised, reinterpret_cast<const void*>(kernel), Cfg::kSmem);
     if (e != cudaSuccess) return e;
   }
   FwdParams p = forward_params(a);
@@ -321,7 +329,8 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
     }
   }
   auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+  static std::atomic<uint64_t> smem_raised{0};
+  const cudaError_t e = raise_smem_once(smem_raised, reinterpret_cast<const void*>(kernel), Cfg::kSmem);
   if (e != cudaSuccess) return e;
   FwdParams p = forward_params(a);
   const int64_t tiles = (p.rows + Cfg::kBlockM - 1) / Cfg::kBlockM;
@@ -349,7 +358,9 @@ bool sm90_forward_ready() {
 template <typename T, int kD>
 cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
   if (is_decode(a.shape)) {
-    if constexpr (kD == 128) {
+    if constexpr (kD == 64) {
+      if (decode_wide(a.shape)) return launch_forward<T, DecodeWide64::type>(a, stream);
+    } else if constexpr (kD == 128) {
       if (decode_wide(a.shape)) return launch_forward<T, DecodeWide128::type>(a, stream);
     } else if constexpr (kD == 256) {
       if (decode_wide(a.shape)) return launch_forward<T, DecodeWide256::type>(a, stream);
@@ -396,7 +407,11 @@ int attention_forward_splits(const AttentionShape& s, int sm_count) {
   if (s.batch == 0 || s.heads_q == 0 || s.seq_q == 0 || s.seq_k == 0 || sm_count <= 0) return 1;
   SplitInputs in;
   switch (s.head_dim) {
-    case 64: in = is_decode(s) ? split_inputs<Decode<64>::type>(s) : split_inputs<Prefill<64>::type>(s); break;
+    case 64:
+      in = decode_wide(s)  ? split_inputs<DecodeWide64::type>(s)
+           : is_decode(s) ? split_inputs<Decode<64>::type>(s)
+                          : split_inputs<Prefill<64>::type>(s);
+      break;
     case 128:
       in = decode_wide(s)  ? split_inputs<DecodeWide128::type>(s)
            : is_decode(s) ? split_inputs<Decode<128>::type>(s)

@@ -64,7 +64,11 @@ constexpr bool split_merge_fits(int num_splits) {
 // out = sum_s exp(lse_s - lse) out_s, lse = log sum_s exp(lse_s). The partials were written by other blocks:
 // they are read through L2 (__ldcg), never from this SM's L1. A warp per row turns the split lse into weights
 // (shared memory); then each thread takes 4 columns of a row and reads the splits kBatch at a time (independent
-// loads in flight: L2 latency, not bandwidth, bounds this step).
+// loads in flight: L2 latency, not bandwidth, bounds this step). D = 64 and 128 take split_merge_batched (below)
+// instead: one round trip in place of four, the merge 3.0 -> 2.5-2.7 us of the merging block (B1 Hq32 Hk8 Sk32768
+// D128, 16 splits) and decode calls 0.2-0.4 us faster through the op (H200); the D = 256 decode (two chunks a
+// thread) ran 18.1 -> 18.6 us with it at one sequence of 4096 keys and keeps this one
+// (benchmarks/results/cuda-attention-decode-merge-h200-2026-11-27.md).
 template <typename T, typename Cfg>
 __device__ __forceinline__ void split_merge(const FwdParams& p, int64_t grow0, int rows, float* s_w) {
   constexpr int kD = Cfg::kD, kWarps = Cfg::kThreads / 32, kC4 = kD / 4, kBatch = 8;
@@ -116,6 +120,59 @@ __device__ __forceinline__ void split_merge(const FwdParams& p, int64_t grow0, i
     o.v[2] = from_acc<T>(acc.z * inv);
     o.v[3] = from_acc<T>(acc.w * inv);
     *reinterpret_cast<Vec<T, 4>*>(static_cast<T*>(p.out) + (grow0 + r) * kD + 4 * c4) = o;
+  }
+}
+
+// split_merge for D = 64 and 128: a thread takes a 4-column chunk of a row (one chunk a thread where rows * kD / 4
+// <= threads: D = 128 decode with up to 4 stacked rows, D = 64 with up to 8) and issues the loads of kBatch splits'
+// lse and columns at once (a row's lse are read by each of its threads: the same L2 lines) and weighs them itself, one L2 round
+// trip for up to kBatch splits where split_merge's weights, then columns 8 splits at a time, take four. More splits
+// merge batch by batch, the running sums rescaled to each batch's maximum. Measured: split_merge's comment.
+template <typename T, typename Cfg>
+__device__ __forceinline__ void split_merge_batched(const FwdParams& p, int64_t grow0, int rows) {
+  constexpr int kD = Cfg::kD, kC4 = kD / 4, kBatch = 16;
+  const int S = p.num_splits;
+  const int64_t split_step = p.rows_all * kC4;  // float4s from one split's row to the next's
+  for (int c = threadIdx.x; c < rows * kC4; c += Cfg::kThreads) {
+    const int r = c / kC4, c4 = c % kC4;
+    const float4* src = reinterpret_cast<const float4*>(p.split_out + (grow0 + r) * kD) + c4;
+    const float* l_row = p.split_lse + grow0 + r;
+    float mx = -INFINITY, l = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < S; s0 += kBatch) {
+      float lv[kBatch];
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const bool in = s0 + j < S;
+        lv[j] = in ? __ldcg(l_row + (s0 + j) * p.rows_all) : -INFINITY;
+        v[j] = in ? __ldcg(src + (s0 + j) * split_step) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+      float m = mx;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) m = fmaxf(m, lv[j]);
+      if (m == -INFINITY) continue;  // no split so far saw a key
+      const float keep = mx == -INFINITY ? 0.f : __expf(mx - m);  // the earlier batches' sums, rescaled
+      l *= keep;
+      acc.x *= keep; acc.y *= keep; acc.z *= keep; acc.w *= keep;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = lv[j] == -INFINITY ? 0.f : __expf(lv[j] - m);
+        if (w != 0.f) {
+          l += w;
+          acc.x += w * v[j].x; acc.y += w * v[j].y; acc.z += w * v[j].z; acc.w += w * v[j].w;
+        }
+      }
+      mx = m;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no key seen: zeros
+    Vec<T, 4> o;
+    o.v[0] = from_acc<T>(acc.x * inv);
+    o.v[1] = from_acc<T>(acc.y * inv);
+    o.v[2] = from_acc<T>(acc.z * inv);
+    o.v[3] = from_acc<T>(acc.w * inv);
+    *reinterpret_cast<Vec<T, 4>*>(static_cast<T*>(p.out) + (grow0 + r) * kD + 4 * c4) = o;
+    if (c4 == 0 && p.lse != nullptr) p.lse[grow0 + r] = l > 0.f ? mx + __logf(l) : -INFINITY;
   }
 }
 

@@ -26,6 +26,30 @@
 #include "common.cuh"
 #include "mma_sm80.cuh"
 
+// Tuning builds (-DYIRAGE_ATTN_TIMELINE=1, benchmarks/cuda/attention_tune.cu): thread 0 of each block stamps the
+// global timer at its start, when its first K / V tile has landed, after the key loop, after writing its split, and
+// after merging, into g_attn_timeline (5 per block) when the harness set it.
+#ifndef YIRAGE_ATTN_TIMELINE
+#define YIRAGE_ATTN_TIMELINE 0
+#endif
+#if YIRAGE_ATTN_TIMELINE
+__device__ unsigned long long* g_attn_timeline;
+__device__ __forceinline__ unsigned long long attn_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+#define ATTN_STAMP(i)                                                                                   \
+  do {                                                                                                \
+    if (threadIdx.x == 0 && g_attn_timeline != nullptr) {                                             \
+      const long long blk_ = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;          \
+      g_attn_timeline[blk_ * 5 + (i)] = attn_now();                                                   \
+    }                                                                                                 \
+  } while (0)
+#else
+#define ATTN_STAMP(i) do {} while (0)
+#endif
+
 namespace yirage::kernels::cuda {
 namespace {
 
@@ -43,6 +67,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
   using Tile = SwizzledTile<kD>;
   extern __shared__ __align__(128) unsigned char smem[];
 
+  ATTN_STAMP(0);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp % Cfg::kWarpsM, warp_n = warp / Cfg::kWarpsM;
   // Row indices: 32-bit in the decode configurations (attention_forward keeps R + kBlockM under 2^31; fewer
@@ -151,6 +176,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     const int stage = (nb - nb_begin) % Cfg::kStages;
     cp_async_wait<Cfg::kStages - 2>();  // tile nb landed (this thread's copies) ...
     __syncthreads();  // ... everyone's, and every warp is done with the stage computed on last iteration
+    if (nb == nb_begin) ATTN_STAMP(1);
     if (nb + Cfg::kStages - 1 < nb_end) load_kv((stage + Cfg::kStages - 1) % Cfg::kStages, nb + Cfg::kStages - 1);
     cp_async_commit();
 
@@ -279,6 +305,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
   }
   cp_async_wait<0>();
   __syncthreads();
+  ATTN_STAMP(2);
 
   // Epilogue: each warp's unnormalized output, row maximum and row sum go to shared memory (fp32); the
   // block then merges the kWarpsN key slices of every row and writes it out.
@@ -349,6 +376,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     // thread's partial rows are made visible device-wide, then one thread counts the block in; the counter
     // goes back to 0 for the next call on the stream (or the next replay of a CUDA graph).
     __shared__ int s_last;
+    ATTN_STAMP(3);
     __threadfence();
     __syncthreads();  // also: the epilogue's shared tile is free
     if (tid == 0) {
@@ -359,7 +387,17 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_attention_fwd_kernel(cons
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    split_merge<T, Cfg>(p, out_row0 + m0, static_cast<int>(row_end - m0), reinterpret_cast<float*>(smem));
+    // D <= 128: one merge round trip (split_merge_batched); D = 256 keeps the shared-memory weights (its two
+    // chunks a thread ran slower batched; and one kernel with both merges spilled in the D = 128 main loop)
+    if constexpr (kD <= 128) {
+      split_merge_batched<T, Cfg>(p, out_row0 + m0, static_cast<int>(row_end - m0));
+    } else {
+      split_merge<T, Cfg>(p, out_row0 + m0, static_cast<int>(row_end - m0), reinterpret_cast<float*>(smem));
+    }
+#if YIRAGE_ATTN_TIMELINE
+    __syncthreads();
+    ATTN_STAMP(4);
+#endif
   }
   }
 #endif

@@ -2,6 +2,7 @@
 // warp and block reductions, the dtype switch and the launch-error check.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -254,6 +255,22 @@ struct FastDiv {
 
 // The launch's error (cudaSuccess when the kernel was queued).
 inline cudaError_t launch_status() { return cudaGetLastError(); }
+
+// Raises `kernel`'s dynamic shared memory limit to `smem` bytes once per device (0..63; others on every call):
+// `done` is the caller's static word of the devices done, one per kernel and size. (The attention launches called
+// cudaFuncSetAttribute before every launch until 2026-11-27: host time per call, and a call other runtimes avoid
+// because it can wait for copies in flight; its GPU-side cost was not measurable apart from the change beside it,
+// cuda-attention-decode-merge-h200-2026-11-27.md.) Thread-safe: two first calls both set the same value. The
+// attribute belongs to the device's context: a device reset after the first launch would need it set again.
+inline cudaError_t raise_smem_once(std::atomic<uint64_t>& done, const void* kernel, int smem) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return cudaGetLastError();
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e == cudaSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
 
 // Programmatic dependent launch (compute capability 9.0 and up; no-ops elsewhere and on ROCm). A kernel launched
 // with launch_dependent() may be scheduled as soon as every block of the kernel before it on the stream has called
