@@ -1,10 +1,16 @@
 // Tuning harness of the CUDA attention forward (not part of the library; attention_tune.sh drives it): one
 // configuration of attention_fwd.cu, given by -D macros, checked against a
 // naive fp32 reference and timed. Usage: attention_tune B Hq Hk Sq Sk causal splits(0=auto) iters
+// Timing: back-to-back calls (the mean; K / V that fit the L2 are read from it), or with FLUSH=1 in the environment
+// the median of calls each after a read of a 256 MiB buffer (the L2 cold, as the benchmark times the op). With FLUSH=1:
+// NOMERGE=1 times the split kernel alone (partial rows written, never merged), READREF=1 a plain read of as many
+// bytes as K and V; a build with -DYIRAGE_ATTN_TIMELINE=1 also prints, for four flushed calls, each block's start,
+// first tile, key loop, epilogue and merge times from the kernel's global-timer stamps.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
+#include "tune_common.cuh"
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
@@ -17,7 +23,6 @@ int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
 #define CFG_ST 2
 #endif
 using Cfg = FwdConfig<CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST>;
-#define CK(...) do { cudaError_t e_ = (__VA_ARGS__); if (e_ != cudaSuccess) { printf("CUDA error %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
 
 __global__ void fill(bf16* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -78,16 +83,74 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < nq; ++i) err = fmax(err, fabs(hr[i] - __bfloat162float(ho[i])));
     checked = true; cudaFree(r);
   }
-  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) CK(launch());
-  cudaEventRecord(e0);
-  for (int i = 0; i < iters; ++i) launch();
-  cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
-  float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
+  const bool flushed = getenv("FLUSH") && atoi(getenv("FLUSH")) != 0;
+  // NOMERGE=1 (with FLUSH): the kernel alone writing its splits, no merge at all (what the merge costs);
+  // READREF=1 (with FLUSH): a plain read of as many bytes as K and V (what a read of that size costs)
+  const bool nomerge = getenv("NOMERGE") && atoi(getenv("NOMERGE")) != 0;
+  const bool readref = getenv("READREF") && atoi(getenv("READREF")) != 0;
+  auto launch_nomerge = [&]() {
+    FwdParams fp = forward_params(a);
+    fp.num_splits = a.num_splits; fp.split_out = so; fp.split_lse = sl; fp.split_count = nullptr; fp.batch_offset = 0;
+    const dim3 grid((fp.rows + Cfg::kBlockM - 1) / Cfg::kBlockM, Hk, B * a.num_splits);
+    flash_attention_fwd_kernel<bf16, Cfg><<<grid, Cfg::kThreads, Cfg::kSmem>>>(fp);
+    return cudaGetLastError();
+  };
+  float ms;
+  if (flushed) {
+    char* fb; CK(cudaMalloc(&fb, size_t(256) << 20)); CK(cudaMemset(fb, 0, size_t(256) << 20));
+    if (readref) {
+      char* rb; CK(cudaMalloc(&rb, 2 * nk * 2)); CK(cudaMemset(rb, 0, 2 * nk * 2));
+      ms = median_us([&] { flush_read_kernel<<<dev_sms * 4, 512>>>(reinterpret_cast<const int4*>(rb), 2 * nk * 2 / 16, reinterpret_cast<int*>(fb)); }, iters, fb) / 1000.f;
+      cudaFree(rb);
+    } else if (nomerge) {
+      ms = median_us([&] { CK(launch_nomerge()); }, iters, fb) / 1000.f;
+    } else {
+      ms = median_us([&] { CK(launch()); }, iters, fb) / 1000.f;
+    }
+    cudaFree(fb);
+  } else {
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int i = 0; i < 3; ++i) CK(launch());
+    cudaEventRecord(e0);
+    for (int i = 0; i < iters; ++i) launch();
+    cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
+    cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
+  }
+#if YIRAGE_ATTN_TIMELINE
+  if (flushed) {  // per-block stamps of a few flushed calls: start, first tile landed, loop done, split written, merged
+    const dim3 grid((forward_params(a).rows + Cfg::kBlockM - 1) / Cfg::kBlockM, Hk, B * a.num_splits);
+    const int64_t nb = int64_t(grid.x) * grid.y * grid.z;
+    unsigned long long* tl; CK(cudaMalloc(&tl, nb * 5 * 8));
+    CK(cudaMemcpyToSymbol(g_attn_timeline, &tl, sizeof(tl)));
+    char* fb; CK(cudaMalloc(&fb, size_t(256) << 20)); CK(cudaMemset(fb, 0, size_t(256) << 20));
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int rep = 0; rep < 4; ++rep) {
+      CK(cudaMemset(tl, 0, nb * 5 * 8));
+      flush_l2(fb);
+      cudaEventRecord(e0); CK(launch()); cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
+      float ev; cudaEventElapsedTime(&ev, e0, e1);
+      std::vector<unsigned long long> h(nb * 5); CK(cudaMemcpy(h.data(), tl, nb * 5 * 8, cudaMemcpyDeviceToHost));
+      unsigned long long t0 = ~0ull, tend = 0; std::vector<double> st, first, loop, epi, ends, merge;
+      for (int64_t i = 0; i < nb; ++i) t0 = std::min(t0, h[i * 5]);
+      for (int64_t i = 0; i < nb; ++i) {
+        const unsigned long long* r = &h[i * 5];
+        st.push_back((r[0] - t0) / 1e3); first.push_back((r[1] - r[0]) / 1e3); loop.push_back((r[2] - r[1]) / 1e3);
+        const unsigned long long fin = r[4] ? r[4] : (r[3] ? r[3] : r[2]);
+        if (r[3]) epi.push_back((r[3] - r[2]) / 1e3);
+        ends.push_back((fin - t0) / 1e3); tend = std::max(tend, fin);
+        if (r[4]) merge.push_back((r[4] - r[3]) / 1e3);
+      }
+      auto q = [](std::vector<double> v, double f) { if (v.empty()) return -1.0; std::sort(v.begin(), v.end()); return v[size_t(f * (v.size() - 1))]; };
+      printf("timeline rep%d: event %.1f us, span %.1f | start max %.2f | first tile med %.2f max %.2f | loop min %.1f med %.1f max %.1f | epilogue med %.2f | end min %.1f med %.1f max %.1f | merge med %.2f max %.2f (%zu)\n",
+             rep, ev * 1e3, (tend - t0) / 1e3, q(st, 1), q(first, .5), q(first, 1), q(loop, 0), q(loop, .5), q(loop, 1), q(epi, .5), q(ends, 0), q(ends, .5), q(ends, 1), q(merge, .5), q(merge, 1), merge.size());
+    }
+    unsigned long long* nul = nullptr; CK(cudaMemcpyToSymbol(g_attn_timeline, &nul, sizeof(nul)));
+  }
+#endif
   double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
   double kv_bytes = 2.0 * nk * 2;
-  printf("%s%s cfg D%d WM%d MT%d WN%d BN%d ST%d smem %d | B%d Hq%d Hk%d Sq%d Sk%d causal%d splits%d | %.4f ms %.1f TFLOP/s %.0f GB/s(kv) | maxerr %s %.2e\n",
-         cnt ? "fused" : "combine", memset_each ? "+memset" : "", CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST, Cfg::kSmem, B, Hq, Hk, Sq, Sk, (int)causal, a.num_splits, ms,
+  printf("%s%s%s%s cfg D%d WM%d MT%d WN%d BN%d ST%d smem %d | B%d Hq%d Hk%d Sq%d Sk%d causal%d splits%d | %.4f ms %.1f TFLOP/s %.0f GB/s(kv) | maxerr %s %.2e\n",
+         flushed ? "flushed " : "", readref ? "READREF " : nomerge ? "NOMERGE " : "", cnt ? "fused" : "combine", memset_each ? "+memset" : "", CFG_D, CFG_WM, CFG_MT, CFG_WN, CFG_BN, CFG_ST, Cfg::kSmem, B, Hq, Hk, Sq, Sk, (int)causal, a.num_splits, ms,
          flops / ms / 1e9, kv_bytes / ms / 1e6, checked ? "" : "(unchecked)", err);
   return 0;
 }
