@@ -158,6 +158,31 @@ def test_half_gelu_rounding(target, dtype):
         assert (dist > 0).double().mean() < 0.01, (approximate, int((dist > 0).sum()), dist.numel())
 
 
+@pytest.mark.parametrize("gated", [False, True], ids=["gelu", "gelu_and_mul"])
+def test_bf16_gelu_groups_with_far_values(target, gated):
+    """bf16 gelu (erf): rows of values within |x| < 4 with one value near or past 8, infinite or NaN, at every
+    position of a 200-element row (three 64-element groups and a tail): AVX-512 takes its segment fit only where a
+    whole group lies within |x| < 8, and a far value in any lane must send its group to the full formula. Each result
+    within one ulp of the float64 gelu rounded to bf16 (times b for gelu_and_mul), NaN where that is NaN."""
+    gen = torch.Generator().manual_seed(11)
+    n = 200
+    specials = [8.0, -8.0, 8.0625, -9.0, 7.96875, -7.96875, -5.5, 30.0, -30.0, math.inf, -math.inf, math.nan]
+    a = (torch.randn(n, n, generator=gen) * 1.5).clamp(-3.9, 3.9)
+    for r in range(n):
+        a[r, r] = specials[r % len(specials)]
+    a = a.bfloat16()
+    b = (torch.rand(n, n, generator=gen) + 0.5).bfloat16()
+    x = torch.cat([a, b], -1) if gated else a
+    got = (OPS.gelu_and_mul(x.to(device_of(target)), "none") if gated else
+           OPS.gelu(x.to(device_of(target)), "none")).cpu()
+    ref64 = gelu_ref(a.double(), "none") * (b.double() if gated else 1.0)
+    ref = ref64.to(torch.bfloat16)
+    nan = ref64.isnan()
+    assert (got.isnan() == nan).all()
+    dist = (_ordered(got) - _ordered(ref)).abs()[~nan]
+    assert dist.max() <= 1, int(dist.max())
+
+
 def test_bf16_subnormal_results(target):
     """silu(a) * b with b among bf16's subnormals (every 7th a normal value, so vectors mix both): each result within
     one ulp of the float64 product rounded to bf16, none flushed to zero (the AVX512-BF16 conversions alone would

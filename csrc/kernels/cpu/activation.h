@@ -24,7 +24,9 @@
 //                   6e-7 just above 0, far below those types' half ulp) with about 25% fewer instructions;
 //                   the bf16 forward a degree-5 fit and a degree-4 exponential (relative error about 1e-5,
 //                   a tenth of a bf16 half ulp: 1906 of 4M results one ulp off the rounded float64 value,
-//                   none more above 2^-126; 1.14-1.19x in one thread, in cache).
+//                   none more above 2^-126; 1.14-1.19x in one thread, in cache). The bf16 forward of the
+//                   activation ops on AVX-512 replaces that, where a group of four vectors lies within |x| < 8,
+//                   with a quartic per quarter-unit segment of |x| (activation_impl.h, gelu_bf16_segments).
 //   gelu (tanh)   = x/2 * (1 + tanh(u)) = x / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3): no tanh, no
 //                   cancellation near 0, exact limits for large |x|; the derivative uses the symmetric
 //                   sigmoid as silu does.
