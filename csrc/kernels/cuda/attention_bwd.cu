@@ -73,6 +73,7 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
 #include "attention_bwd_kernel.cuh"
 #include "attention_bwd_sm90.cuh"
 #include "attention_bwd_sm90_d256.cuh"
+#include "launch_facts.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -250,10 +251,9 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
   if (s.batch < 0 || s.heads_q < 0 || s.heads_k <= 0 || s.seq_q < 0 || s.seq_k < 0 || s.heads_q % s.heads_k != 0)
     return cudaErrorInvalidValue;
   if (s.seq_q > 0x7fffffff || s.seq_k > 0x7fffffff) return cudaErrorInvalidValue;
-  int dev = 0, max_smem = 0;  // the current device's opt-in shared memory per block picks the kD = 128 tile
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e != cudaSuccess) return e;
+  // the current device's opt-in shared memory per block (asked once per device: launch_facts.cuh) picks the kD = 128
+  // tile
+  int max_smem = smem_optin();
   // YIRAGE_CUDA_ATTENTION_TILES=narrow: the narrow tiles on any device (they are what sm_86 / sm_89 run)
   const char* tiles = std::getenv("YIRAGE_CUDA_ATTENTION_TILES");
   if (tiles != nullptr && std::strcmp(tiles, "narrow") == 0) max_smem = 0;

@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "attention_fwd_kernel.cuh"
+#include "launch_facts.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {
@@ -56,40 +57,15 @@ constexpr int kMaxGridZ = 65535;
 
 bool is_decode(const AttentionShape& s) { return s.heads_q / s.heads_k * s.seq_q <= kDecodeRows; }
 
-// The current device's opt-in shared memory per block and multiprocessors (0 if the runtime cannot say), asked once.
-struct DeviceFacts {
-  int smem_optin = 0, sms = 0;
-};
-DeviceFacts device_facts() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> smem[kMaxDevices] = {}, sms[kMaxDevices] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return {};
-  }
-  DeviceFacts f{smem[dev].load(std::memory_order_relaxed), sms[dev].load(std::memory_order_relaxed)};
-  if (f.sms == 0) {
-    if (cudaDeviceGetAttribute(&f.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return {};
-    }
-    smem[dev].store(f.smem_optin, std::memory_order_relaxed);
-    sms[dev].store(f.sms, std::memory_order_relaxed);
-  }
-  return f;
-}
-
 // Whether a decode call takes DecodeWide128 / DecodeWide256 (above); the split heuristic and the launch ask the same.
 bool decode_wide(const AttentionShape& s) {
   if (!is_decode(s)) return false;
-  const DeviceFacts f = device_facts();
-  const bool few_blocks = s.batch * s.heads_k < f.sms;
-  if (s.head_dim == 256) return f.smem_optin >= DecodeWide256::type::kSmem && (few_blocks || s.seq_k > 1024);
-  if (s.head_dim == 64) return f.smem_optin >= DecodeWide64::type::kSmem && few_blocks;
+  const int smem = smem_optin();  // launch_facts.cuh: asked once per device
+  const bool few_blocks = s.batch * s.heads_k < sm_count();
+  if (s.head_dim == 256) return smem >= DecodeWide256::type::kSmem && (few_blocks || s.seq_k > 1024);
+  if (s.head_dim == 64) return smem >= DecodeWide64::type::kSmem && few_blocks;
   if (s.head_dim != 128 || s.seq_k <= 1024) return false;
-  return f.smem_optin >= DecodeWide128::type::kSmem && few_blocks;
+  return smem >= DecodeWide128::type::kSmem && few_blocks;
 }
 
 // What the split heuristic needs of a configuration: blocks per split, key tiles, resident blocks per SM.
@@ -105,18 +81,15 @@ SplitInputs split_inputs(const AttentionShape& s) {
   in.blocks = (rows + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads_k * s.batch;
   in.key_tiles = (s.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   in.inflight = int64_t(Cfg::kStages - 1) * 2 * Cfg::kTileKV;
-  // resident blocks per multiprocessor of the current device (the same for fp16 and bf16), asked once
-  static const int resident = [] {
-    auto kernel = flash_attention_fwd_kernel<bf16, Cfg>;
-    int n = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Cfg::kThreads, Cfg::kSmem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    return std::max(1, n);
-  }();
-  in.resident = resident;
+  // resident blocks per multiprocessor of the current device (the same for fp16 and bf16), asked once per device
+  // (launch_facts.cuh); the kernel's shared memory is raised first, as its launch does
+  static std::atomic<uint64_t> smem_raised{0};
+  const auto kernel = flash_attention_fwd_kernel<bf16, Cfg>;
+  if (raise_smem_once(smem_raised, reinterpret_cast<const void*>(kernel), Cfg::kSmem) == cudaSuccess) {
+    in.resident = blocks_per_sm(kernel, Cfg::kThreads, Cfg::kSmem);
+  } else {
+    (void)cudaGetLastError();  // the launch reports it
+  }
   return in;
 }
 

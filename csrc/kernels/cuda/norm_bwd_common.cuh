@@ -144,9 +144,6 @@ __device__ __forceinline__ void load_row(Vec<T, kVec<T>> (&xr)[N], Vec<T, kVec<T
 template <typename T>
 constexpr bool kStageRows = sizeof(T) == 2;
 
-// The most dynamic shared memory a block of the current device may opt into (48 KiB if the query fails).
-inline int smem_optin() { return device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, -2, 48 * 1024); }
-
 // Row slots of the backward register paths' staging (tuning builds may set 1 .. 3); fewer when they do not
 // fit the device's shared memory. rms_norm: 2, the next row in flight during this one (bf16 4096x8192 on an
 // H100: 69 -> 79% of the copy bandwidth; 3 slots: 77%; on an H200 1 and 3 slots were 1-16% slower than 2 at seven

@@ -12,65 +12,17 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 #include "common.cuh"
+#include "launch_facts.cuh"
 
 namespace yirage::kernels::cuda::norm {
 
-// Launch facts of the devices (multiprocessors, opt-in shared memory, resident blocks of a kernel), asked of the
-// runtime once per device and configuration and remembered, instead of twice per backward call (workspace
-// query and launch). Host code; thread-safe. (The host time of a backward call measured 33-60 us on an H100
-// host both before and after; the difference was inside that host's noise.)
-namespace detail {
-struct LaunchFact {
-  const void* kernel;  // nullptr for a device attribute
-  int device;
-  int what;            // block size, or a negative tag for device attributes and set-up steps
-  size_t smem;
-  int value;
-};
-inline std::mutex& launch_facts_mutex() {
-  static std::mutex m;
-  return m;
-}
-inline std::vector<LaunchFact>& launch_facts() {
-  static std::vector<LaunchFact> v;
-  return v;
-}
-template <typename F>
-inline int remembered(const void* kernel, int what, size_t smem, F ask) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return ask();
-  }
-  {
-    std::lock_guard<std::mutex> lock(launch_facts_mutex());
-    for (const LaunchFact& f : launch_facts()) {
-      if (f.kernel == kernel && f.device == dev && f.what == what && f.smem == smem) return f.value;
-    }
-  }
-  const int v = ask();
-  std::lock_guard<std::mutex> lock(launch_facts_mutex());
-  launch_facts().push_back({kernel, dev, what, smem, v});
-  return v;
-}
-}  // namespace detail
-
-// An attribute of the current device (`fallback` if the query fails), remembered under the tag `what` (< 0).
-template <typename Attr>
-inline int device_attribute(Attr attr, int what, int fallback) {
-  return detail::remembered(nullptr, what, 0, [&] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      return fallback;
-    }
-    return n;
-  });
-}
+// The launch facts (launch_facts.cuh), long used here under norm::.
+using cuda::blocks_per_sm;
+using cuda::device_attribute;
+using cuda::sm_count;
+using cuda::smem_optin;
 
 // Sum of K values over a group of `tpr` consecutive threads (a power of two up to the warp size, else a whole
 // number of warps, at most 512 threads); every thread of the group gets the sums. `sub` is the caller's group in the
@@ -156,23 +108,6 @@ inline int next_pow2(int64_t v) {
   int p = 1;
   while (p < v && p < (1 << 30)) p *= 2;
   return p;
-}
-
-// Streaming multiprocessors of the current device (1 if the query fails).
-inline int sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount, -1, 1); }
-
-// Blocks of `kernel` that fit on one SM at `block` threads and `smem` bytes of dynamic shared memory
-// (at least 1).
-template <typename K>
-inline int blocks_per_sm(K kernel, int block, size_t smem) {
-  return detail::remembered(reinterpret_cast<const void*>(kernel), block, smem, [&] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, block, smem) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();  // clear the query's error so the next launch_status() is not polluted
-      return 1;
-    }
-    return n;
-  });
 }
 
 // The current device's peak DRAM bandwidth per SM in GB/s (memory clock x 2 transfers x bus width / SMs; an H100
