@@ -103,6 +103,24 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   }
   const A inv_n = A(1) / A(p.cols);
   const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
+  // kHoistW (2 vectors a thread or fewer): a thread's weight vectors are the same in every row, so they are loaded
+  // once, into registers (ones where there is no weight: no branch on it per element), instead of twice a row.
+  // These kernels were issue-bound (bf16 4096x8192 on an H200: 40 instructions an element, warps ready but not
+  // selected a quarter of the time); with this and group_sum's kScatter, 37, and kernel alone, bf16, us:
+  // 4096x8192 73.1 -> 66.3, 16384x4096 125.5 -> 113.9, 65536x1024 127.9 -> 116.3, 8192x2048 41.2 -> 38.9, 32768x512
+  // 42.2 -> 41.3, 1024x4096 18.8 -> 19.1 (cuda-norm-bwd-issue-h200-2026-11-27.md). The 4-vector kernels keep the
+  // loads a row: at the register limit, any change to them spilled.
+  constexpr bool kHoistW = NV <= 2;
+  Vec<T, V> wr[kHoistW ? NV : 1];
+  if constexpr (kHoistW) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+#pragma unroll
+      for (int e = 0; e < V; ++e) wr[k].v[e] = from_acc<T>(A(1));
+      if (w && j < nvec) wr[k] = load_vec<T, V>(w + j * V);
+    }
+  }
   // queues this thread's copies of group g's row into `slot`
   auto issue = [&](int64_t g, int slot) {
     const int64_t row = g * rpb + sub;
@@ -141,11 +159,15 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         const int64_t j = int64_t(k) * tpr + lane;
         if (live && j < nvec) {
           Vec<T, V> b;
-          if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
-          add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, w != nullptr, b0);
+          if constexpr (kHoistW) {
+            b = wr[k];
+          } else if (w) {
+            b = load_vec_keep<T, V>(wl + j * V, keep);
+          }
+          add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, kHoistW || w != nullptr, b0);
         }
       }
-      group_sum<4, false>(s, tpr, sub, smem[buf]);
+      group_sum<4, false, (NV <= 2)>(s, tpr, sub, smem[buf]);
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
       mean_gw = s[2] * inv_n;
@@ -174,13 +196,17 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         if (live && j < nvec) {
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b;
-          if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
+          if constexpr (kHoistW) {
+            b = wr[k];
+          } else if (w) {
+            b = load_vec_keep<T, V>(wl + j * V, keep);
+          }
           Vec<T, V> o;
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const A gf = elem(gg, e);
             const A xhat = fmaf(kShift ? elem(a, e) - base : elem(a, e), rstd, shift);
-            const A gw = w ? gf * elem(b, e) : gf;
+            const A gw = kHoistW || w ? gf * elem(b, e) : gf;  // kHoistW: ones where there is no weight
             o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
             dw[k][e] += gf * xhat;
             db[k][e] += gf;

@@ -24,46 +24,104 @@ using cuda::device_attribute;
 using cuda::sm_count;
 using cuda::smem_optin;
 
-// Sum of K values over a group of `tpr` consecutive threads (a power of two up to the warp size, else a whole
-// number of warps, at most 512 threads); every thread of the group gets the sums. `sub` is the caller's group in the
-// block (threadIdx.x / tpr). `smem` holds blockDim.x / kWarpSize * K values (only used when tpr > kWarpSize).
-// Whole-warp groups take a fixed butterfly, then (several warps) one value per warp through shared memory, summed
-// by a second butterfly: no division, no loop over the warps (the per-row overhead this replaces was a third of the
-// forward kernels' instructions; rms_norm.cu).
-// kBarrierAfter false: no barrier after the reads of `smem`, for callers that alternate two buffers (the next
-// call's writes to this buffer come after a barrier every thread reaches only once it has read this one).
-template <int K, bool kBarrierAfter = true, typename A>
-__device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) {
-  if (tpr >= kWarpSize) {
+// A warp's sums of K values (K a power of two up to the warp size) by a reduce-scatter butterfly: at each of the
+// first log2(K) steps a lane keeps half of the values it holds and adds its partner's copy of that half (one shuffle
+// per value kept), then a plain butterfly over the remaining lane bits. Returns the warp's total of value
+// k = lane / (kWarpSize / K), the same bits on every lane that holds it (each step adds the same two partial sums on
+// both lanes, a + b == b + a). K = 4: 6 shuffles and adds and 6 selects, where a butterfly per value takes 20 of each.
+// (group_sum's kScatter.)
+template <int K, typename A>
+__device__ __forceinline__ A warp_sum_scatter(const A (&v)[K], int lane) {
+  static_assert(K >= 1 && (K & (K - 1)) == 0 && K <= kWarpSize, "K: a power of two up to the warp size");
+  A cur[K];
 #pragma unroll
-    for (int m = kWarpSize / 2; m > 0; m /= 2) {
+  for (int k = 0; k < K; ++k) cur[k] = v[k];
 #pragma unroll
-      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
-    }
-  } else {
-    for (int m = tpr / 2; m > 0; m /= 2) {
+  for (int s = 0; (1 << s) < K; ++s) {
+    const int n = K >> s, m = kWarpSize >> (s + 1);  // values held, the partner's lane bit
+    const bool up = (lane & m) != 0;               // keeps the upper half
 #pragma unroll
-      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+    for (int k = 0; k < n / 2; ++k) {
+      const A send = up ? cur[k] : cur[k + n / 2];
+      const A keep = up ? cur[k + n / 2] : cur[k];
+      cur[k] = keep + shfl_xor(send, m);
     }
   }
+  A t = cur[0];
+#pragma unroll
+  for (int m = kWarpSize / K / 2; m > 0; m /= 2) t += shfl_xor(t, m);
+  return t;
+}
+
+// Sum of K values over a group of `tpr` consecutive threads (a power of two up to the warp size, else a whole
+// number of warps, at most 512 threads); every thread of the group gets the sums, the same bits on each. `sub` is
+// the caller's group in the block (threadIdx.x / tpr). `smem` holds blockDim.x / kWarpSize * K values (only used
+// when tpr > kWarpSize). Groups within a warp take a butterfly per value; whole warps too, then (several warps a
+// row) one value per warp through shared memory, summed by a second butterfly: no division, no loop over the warps
+// (the per-row overhead this replaces was a third of the forward kernels' instructions; rms_norm.cu).
+// kScatter (whole warps): warp_sum_scatter instead, then lane l adds entries l, l + warp size, ... of the row's
+// [warp][k] totals in shared memory, a butterfly over the lanes that hold the same value and a broadcast of each
+// total: K = 4 over 16 warps about 31 instructions a thread where the butterflies take 84. Taken by the backward
+// kernels of 2 vectors a thread or fewer, whose reductions are a large share of a row's work (16 elements a
+// thread); the 4-vector kernels, at the register limit, spilled with it and ran 3-6% slower (H200, 2026-11-27).
+// kBarrierAfter false: no barrier after the reads of `smem`, for callers that alternate two buffers (the next
+// call's writes to this buffer come after a barrier every thread reaches only once it has read this one).
+template <int K, bool kBarrierAfter = true, bool kScatter = false, typename A>
+__device__ __forceinline__ void group_sum(A (&v)[K], int tpr, int sub, A* smem) {
+  if (tpr < kWarpSize || !kScatter) {
+    if (tpr >= kWarpSize) {
+#pragma unroll
+      for (int m = kWarpSize / 2; m > 0; m /= 2) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+      }
+    } else {
+      for (int m = tpr / 2; m > 0; m /= 2) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+      }
+    }
+    if (tpr > kWarpSize) {
+      // one value per warp through shared memory; lane l of every warp of the row reads warp l's and a second
+      // butterfly sums them (a row has at most 512 / kWarpSize warps)
+      const int wpr = tpr / kWarpSize;
+      const int warp = threadIdx.x / kWarpSize, l = threadIdx.x % kWarpSize;
+      if (l == 0) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) smem[warp * K + k] = v[k];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < K; ++k) v[k] = l < wpr ? smem[(sub * wpr + l) * K + k] : A(0);
+#pragma unroll
+      for (int m = kWarpSize / 2; m > 0; m /= 2) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
+      }
+      if constexpr (kBarrierAfter) __syncthreads();
+    }
+    return;
+  }
+  const int l = threadIdx.x % kWarpSize;
+  A t = warp_sum_scatter<K>(v, l);  // this warp's total of value l / (kWarpSize / K)
   if (tpr > kWarpSize) {
-    // one value per warp through shared memory; lane l of every warp of the row reads warp l's and a second
-    // butterfly sums them (a row has at most 512 / kWarpSize warps)
     const int wpr = tpr / kWarpSize;
-    const int warp = threadIdx.x / kWarpSize, l = threadIdx.x % kWarpSize;
-    if (l == 0) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) smem[warp * K + k] = v[k];
-    }
+    const int warp = threadIdx.x / kWarpSize;
+    if (l % (kWarpSize / K) == 0) smem[warp * K + l / (kWarpSize / K)] = t;
     __syncthreads();
+    // the row's wpr * K entries, [warp][k]: lane l adds those congruent to l modulo the warp size (all of value l % K)
+    const A* row = smem + sub * wpr * K;
+    t = A(0);
+#pragma unroll 2
+    for (int i = l; i < wpr * K; i += kWarpSize) t += row[i];
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = l < wpr ? smem[(sub * wpr + l) * K + k] : A(0);
+    for (int m = K; m < kWarpSize; m *= 2) t += shfl_xor(t, m);  // lane l: the row's total of value l % K
 #pragma unroll
-    for (int m = kWarpSize / 2; m > 0; m /= 2) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) v[k] += shfl_xor(v[k], m);
-    }
+    for (int k = 0; k < K; ++k) v[k] = shfl(t, k);
     if constexpr (kBarrierAfter) __syncthreads();
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = shfl(t, k * (kWarpSize / K));
   }
 }
 

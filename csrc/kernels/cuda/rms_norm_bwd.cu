@@ -75,6 +75,30 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
     for (int e = 0; e < V; ++e) dw[k][e] = A(0);
   }
   const A inv_n = A(1) / A(p.cols);
+  // kHoistW (2 vectors a thread or fewer): a thread's weight vectors are the same in every row, so they are loaded
+  // once, into registers (ones where there is no weight: the products below need no branch), instead of twice a row.
+  // With group_sum's kScatter, kernel alone on an H200, bf16, us: 4096x8192 68.0 -> 63.9, 16384x4096 122.4 -> 117.3,
+  // 65536x1024 120.8 -> 117.7, 4096x5120 46.5 -> 44.7, 2048x16384 (4 vectors, unchanged) level; fp16 up to 1.04x
+  // (its 2-vector kernel spills 16 bytes with the weight in registers, and ran 1-3% slower without them than with);
+  // fp32 level (cuda-norm-bwd-issue-h200-2026-11-27.md).
+  constexpr bool kHoistW = NV <= 2;
+  Vec<T, V> wr[kHoistW ? NV : 1];
+  if constexpr (kHoistW) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t j = int64_t(k) * tpr + lane;
+#pragma unroll
+      for (int e = 0; e < V; ++e) wr[k].v[e] = from_acc<T>(A(1));
+      if (w && j < nvec) wr[k] = load_vec<T, V>(w + j * V);
+    }
+  }
+  auto wvec = [&](int k, int64_t j) {
+    if constexpr (kHoistW) {
+      return wr[k];
+    } else {
+      return load_vec<T, V>(w + j * V);
+    }
+  };
   // queues this thread's copies of group g's row into `slot`
   auto issue = [&](int64_t g, int slot) {
     const int64_t row = g * rpb + sub;
@@ -111,21 +135,21 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
           A xf[V], gf[V], wf[V];
           unpack(xv(k), xf);
           unpack(gv(k), gf);
-          if (w) unpack(load_vec<T, V>(w + j * V), wf);
+          if (kHoistW || w) unpack(wvec(k, j), wf);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             s[0] += xf[e] * xf[e];
-            s[1] += (w ? gf[e] * wf[e] : gf[e]) * xf[e];
+            s[1] += (kHoistW || w ? gf[e] * wf[e] : gf[e]) * xf[e];
           }
         } else {
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b;
-          if (w) b = load_vec<T, V>(w + j * V);
-          add_sums(s, a, gg, b, w != nullptr);
+          if (kHoistW || w) b = wvec(k, j);
+          add_sums(s, a, gg, b, kHoistW || w != nullptr);
         }
       }
     }
-    group_sum<2, false>(s, tpr, sub, smem[buf]);
+    group_sum<2, false, (NV <= 2)>(s, tpr, sub, smem[buf]);
     const A rstd = rsqrtf(s[0] * inv_n + A(p.eps));
     const A c = rstd * rstd * rstd * s[1] * inv_n;
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
@@ -139,11 +163,11 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
           A xf[V], gf[V], wf[V], af[V];
           unpack(xv(k), xf);
           unpack(gv(k), gf);
-          if (w) unpack(load_vec<T, V>(w + j * V), wf);
+          if (kHoistW || w) unpack(wvec(k, j), wf);
           if (ga) unpack(load_vec<T, V>(ga + j * V), af);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
-            A d = (w ? gf[e] * wf[e] : gf[e]) * rstd - xf[e] * c;
+            A d = (kHoistW || w ? gf[e] * wf[e] : gf[e]) * rstd - xf[e] * c;
             if (ga) d += af[e];
             o.v[e] = from_acc<T>(d);
             if (want_dw) dw[k][e] += gf[e] * (xf[e] * rstd);
@@ -151,12 +175,12 @@ __device__ __forceinline__ void rms_bwd_rows(const RmsNormBackward& p, int tpr, 
         } else {
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b, ad;
-          if (w) b = load_vec<T, V>(w + j * V);
+          if (kHoistW || w) b = wvec(k, j);
           if (ga) ad = load_vec<T, V>(ga + j * V);
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const A gf = to_acc(gg.v[e]), xf = to_acc(a.v[e]);
-            A d = (w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
+            A d = (kHoistW || w ? gf * to_acc(b.v[e]) : gf) * rstd - xf * c;
             if (ga) d += to_acc(ad.v[e]);
             o.v[e] = from_acc<T>(d);
             if (want_dw) dw[k][e] += gf * (xf * rstd);
