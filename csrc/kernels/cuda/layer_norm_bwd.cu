@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   const int rpb = blockDim.x / tpr;
   const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
   const int64_t nvec = p.cols / V;
+  const int nv32 = int(nvec);  // the register path's rows: at most 512 * NV vectors (32-bit index arithmetic)
   const int64_t groups = (p.rows + rpb - 1) / rpb;
   const T* w = static_cast<const T*>(p.weight);
   // the weight's loads read here, a valid row of cols elements, when there is no weight: the compiler may hoist
@@ -109,16 +110,20 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
   // selected a quarter of the time); with this and group_sum's kScatter, 37, and kernel alone, bf16, us:
   // 4096x8192 73.1 -> 66.3, 16384x4096 125.5 -> 113.9, 65536x1024 127.9 -> 116.3, 8192x2048 41.2 -> 38.9, 32768x512
   // 42.2 -> 41.3, 1024x4096 18.8 -> 19.1 (cuda-norm-bwd-issue-h200-2026-11-27.md). The 4-vector kernels keep the
-  // loads a row: at the register limit, any change to them spilled.
+  // loads a row (at the register limit: with them hoisted they spilled); they take kScatter for 16-bit types once the
+  // 32-bit index arithmetic left them room (bf16 2048x16384 78.5 -> 75.1 us; fp32 4096x5120 2% slower with it).
   constexpr bool kHoistW = NV <= 2;
-  Vec<T, V> wr[kHoistW ? NV : 1];
+  A wa[kHoistW ? NV : 1][V];  // converted once too (bf16: two instructions an element a row fewer)
   if constexpr (kHoistW) {
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      const int64_t j = int64_t(k) * tpr + lane;
+      const int j = k * tpr + lane;
+      Vec<T, V> b;
 #pragma unroll
-      for (int e = 0; e < V; ++e) wr[k].v[e] = from_acc<T>(A(1));
-      if (w && j < nvec) wr[k] = load_vec<T, V>(w + j * V);
+      for (int e = 0; e < V; ++e) b.v[e] = from_acc<T>(A(1));
+      if (w && j < nv32) b = load_vec<T, V>(w + j * V);
+#pragma unroll
+      for (int e = 0; e < V; ++e) wa[k][e] = elem(b, e);
     }
   }
   // queues this thread's copies of group g's row into `slot`
@@ -127,7 +132,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
     const bool live = g < groups && row < p.rows;
     const int64_t rr = live ? row : 0;
     st.issue(slot, static_cast<const T*>(p.x) + rr * p.x_stride,
-             static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nvec, tpr, lane);
+             static_cast<const T*>(p.grad_out) + rr * p.grad_out_stride, live, nv32, tpr, lane);
   };
   if constexpr (kStaged) {
     if (stages > 1) issue(blockIdx.x, 0);
@@ -156,18 +161,27 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
       A s[4] = {A(0), A(0), A(0), A(0)};  // sum d, sum d^2, sum g*w, sum g*w*d
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
-        if (live && j < nvec) {
-          Vec<T, V> b;
+        const int j = k * tpr + lane;
+        if (live && j < nv32) {
           if constexpr (kHoistW) {
-            b = wr[k];
-          } else if (w) {
-            b = load_vec_keep<T, V>(wl + j * V, keep);
+            const Vec<T, V> a = xv(k), gg = gv(k);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              const A d = decltype(shift_tag)::value ? elem(a, e) - b0 : elem(a, e);
+              const A gw = elem(gg, e) * wa[k][e];
+              s[0] += d;
+              s[1] += d * d;
+              s[2] += gw;
+              s[3] += gw * d;
+            }
+          } else {
+            Vec<T, V> b;
+            if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
+            add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, w != nullptr, b0);
           }
-          add_moments<decltype(shift_tag)::value>(s, xv(k), gv(k), b, kHoistW || w != nullptr, b0);
         }
       }
-      group_sum<4, false, (NV <= 2)>(s, tpr, sub, smem[buf]);
+      group_sum<4, false, (NV <= 2 || sizeof(T) == 2)>(s, tpr, sub, smem[buf]);
       off = s[0] * inv_n;
       var = s[1] * inv_n - off * off;
       mean_gw = s[2] * inv_n;
@@ -187,27 +201,32 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
     const A rstd = rsqrtf(var + A(p.eps));
     const A shift = -off * rstd;         // xhat = (x - base) * rstd + shift, |shift| <= 4 (as the forward)
     const A mean_gwx = rstd * mean_gwc;  // mean(g*w*xhat)
+    // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) = fma(-xhat, c1, fma(g*w, rstd, c0)): two instructions
+    const A c0 = -rstd * mean_gw, c1 = rstd * mean_gwx;
     T* dx = static_cast<T*>(p.grad_x) + rr * p.cols;
     auto write = [&](auto shift_tag) {
       constexpr bool kShift = decltype(shift_tag)::value;
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
-        if (live && j < nvec) {
+        const int j = k * tpr + lane;
+        if (live && j < nv32) {
           const Vec<T, V> a = xv(k), gg = gv(k);
           Vec<T, V> b;
-          if constexpr (kHoistW) {
-            b = wr[k];
-          } else if (w) {
-            b = load_vec_keep<T, V>(wl + j * V, keep);
+          if constexpr (!kHoistW) {
+            if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
           }
           Vec<T, V> o;
 #pragma unroll
           for (int e = 0; e < V; ++e) {
             const A gf = elem(gg, e);
             const A xhat = fmaf(kShift ? elem(a, e) - base : elem(a, e), rstd, shift);
-            const A gw = kHoistW || w ? gf * elem(b, e) : gf;  // kHoistW: ones where there is no weight
-            o.v[e] = from_acc<T>(rstd * (gw - mean_gw - xhat * mean_gwx));
+            A gw;
+            if constexpr (kHoistW) {
+              gw = gf * wa[k][e];  // ones where there is no weight
+            } else {
+              gw = w ? gf * elem(b, e) : gf;
+            }
+            o.v[e] = from_acc<T>(fmaf(-xhat, c1, fmaf(gw, rstd, c0)));
             dw[k][e] += gf * xhat;
             db[k][e] += gf;
           }

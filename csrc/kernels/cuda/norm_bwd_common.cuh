@@ -93,24 +93,42 @@ __device__ __forceinline__ void copy_wait(int pending) {
 template <typename T, int NV>
 struct RowStager {
   static constexpr int V = kVec<T>;
-  Vec<T, V>* buf;
+  Vec<T, V>* mine;   // this thread's unit of slot 0, vector 0, x
   int stages;
+  uint32_t smine;    // the same unit's shared-window address (cp.async's operand), converted once
+  uint32_t unit;     // bytes between the units of one thread: blockDim.x * 16
+
+  // (The address arithmetic of the copies was recomputed for each of them, the window conversion included: the
+  // staged 2-vector backward kernels are issue-bound, cuda-norm-bwd-issue-h200-2026-11-27.md.)
+  __device__ __forceinline__ RowStager(Vec<T, V>* buf, int s)
+      : mine(buf + threadIdx.x), stages(s), smine(0), unit(uint32_t(blockDim.x * sizeof(Vec<T, V>))) {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    smine = static_cast<uint32_t>(__cvta_generic_to_shared(mine));
+#endif
+  }
 
   static constexpr size_t bytes(int stages, int block) { return size_t(stages) * NV * 2 * block * sizeof(Vec<T, V>); }
 
+  static __device__ __forceinline__ int unit_index(int slot, int k, int which) { return (slot * NV + k) * 2 + which; }
   __device__ __forceinline__ Vec<T, V>* at(int slot, int k, int which) const {
-    return buf + ((size_t(slot) * NV + k) * 2 + which) * blockDim.x + threadIdx.x;
+    return mine + unit_index(slot, k, which) * blockDim.x;
   }
-  // Queues the copies of one row (none when !live) as one group.
-  __device__ __forceinline__ void issue(int slot, const T* x, const T* g, bool live, int64_t nvec, int tpr,
+  // Queues the copies of one row (none when !live) as one group; nvec: the row's vectors (at most 512 * NV).
+  __device__ __forceinline__ void issue(int slot, const T* x, const T* g, bool live, int nvec, int tpr,
                                         int lane) const {
     if (live) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        const int64_t j = int64_t(k) * tpr + lane;
+        const int j = k * tpr + lane;
         if (j < nvec) {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+          const uint32_t s0 = smine + uint32_t(unit_index(slot, k, 0)) * unit;
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s0), "l"(x + j * V) : "memory");
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s0 + unit), "l"(g + j * V) : "memory");
+#else
           copy16_async(at(slot, k, 0), x + j * V);
           copy16_async(at(slot, k, 1), g + j * V);
+#endif
         }
       }
     }
