@@ -29,6 +29,11 @@
 #include "layer_norm.h"
 #include "norm_common.cuh"
 
+// Tuning builds: YIRAGE_LN_FWD_EARLY 0 loads the weight and bias after the row's reduction (kEarly below).
+#ifndef YIRAGE_LN_FWD_EARLY
+#define YIRAGE_LN_FWD_EARLY 1
+#endif
+
 namespace yirage::kernels::cuda {
 namespace {
 
@@ -70,6 +75,14 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
     }
     // the mean of d = x - base and the variance from the sums of d and d^2 (one reduction over the registers);
     // kShift false: base = 0, d = x
+    // kEarly (fp16 / bf16 with weight and bias, NV <= 4): the weight's loads go out after this thread's sums, before
+    // the reduction, whose shuffles and barrier then cover their latency (they were issued after it, on the way to
+    // the stores). H200, kernel alone: bf16 16384x4096 70.1 -> 68.8 us, 65536x1024 68.4 -> 67.3, 4096x5120 25.8 ->
+    // 25.3, 4096x8192 level; fp16 up to 2.7% faster; fp32 level, so not taken. The bias too spilled 80 bytes at the
+    // 64-register cap; an L1 prefetch of both (prefetch.global.L1, no registers) ran the kernel 1.2-2.5x slower
+    // (cuda-norm-bwd-issue-h200-2026-11-27.md).
+    constexpr bool kEarly = YIRAGE_LN_FWD_EARLY && kAffine && NV <= 4 && sizeof(T) == 2;
+    Vec<T, V> wv[kEarly ? NV : 1];
     auto moments = [&](auto shift_tag, A base, A& off, A& var) {
       constexpr bool kShift = decltype(shift_tag)::value;
       A s[2] = {A(0), A(0)};
@@ -84,6 +97,15 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
             const A d = kShift ? f[e] - base : f[e];
             s[0] += d;
             s[1] += d * d;
+          }
+        }
+      }
+      if constexpr (kEarly && !kShift) {
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const int j = k * tpr + lane;
+          if (live && j < nvec) {
+            wv[k] = load_vec_keep<T, V>(w + j * V, keep);
           }
         }
       }
@@ -125,8 +147,13 @@ __global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormFor
           for (int e = 0; e < V; ++e) o[e] = fmaf(kShift ? o[e] - base : o[e], rstd, shift);
           if constexpr (kAffine) {
             A wf[V], bf[V];
-            unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
-            unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
+            if constexpr (kEarly) {
+              unpack(wv[k], wf);
+              unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
+            } else {
+              unpack(load_vec_keep<T, V>(w + j * V, keep), wf);
+              unpack(load_vec_keep<T, V>(bias + j * V, keep), bf);
+            }
 #pragma unroll
             for (int e = 0; e < V; ++e) o[e] = fmaf(o[e], wf[e], bf[e]);
           } else {
