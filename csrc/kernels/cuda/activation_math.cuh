@@ -9,28 +9,6 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-// 2^v and 1/v with the hardware approximations and subnormal results flushed to zero (CUDA: ex2 / rcp .approx.ftz,
-// one instruction each; without ftz the compiler adds a range check and a rescale around each). HIP: exp2f and a
-// division.
-__device__ __forceinline__ float exp2_ftz(float v) {
-#if YIRAGE_HIP
-  return exp2f(v);
-#else
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-#endif
-}
-__device__ __forceinline__ float rcp_ftz(float v) {
-#if YIRAGE_HIP
-  return 1.f / v;
-#else
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-#endif
-}
-
 // fp32 e^v and 1/v for the activations: one ex2 (of v log2(e)) and one rcp, against expf's range reduction and an
 // IEEE division's refinement and slow path (fp32 gelu was issue-bound on an H200: 0.84x torch at 83% of the copy
 // bandwidth). Relative error: e^v about 2 ulp plus |v| 2^-24 from rounding v log2(e) (at most 5e-6 at |v| = 88,

@@ -272,6 +272,28 @@ inline cudaError_t raise_smem_once(std::atomic<uint64_t>& done, const void* kern
   return e;
 }
 
+// 2^v and 1/v with the hardware approximations and subnormal results flushed to zero (CUDA: ex2 / rcp .approx.ftz,
+// one instruction each; without ftz the compiler adds a range check and a rescale around each). HIP: exp2f and a
+// division. Used by the activations (activation_math.cuh) and the 16-bit softmax rows (softmax_common.cuh).
+__device__ __forceinline__ float exp2_ftz(float v) {
+#if YIRAGE_HIP
+  return exp2f(v);
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+#endif
+}
+__device__ __forceinline__ float rcp_ftz(float v) {
+#if YIRAGE_HIP
+  return 1.f / v;
+#else
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+#endif
+}
+
 // Programmatic dependent launch (compute capability 9.0 and up; no-ops elsewhere and on ROCm). A kernel launched
 // with launch_dependent() may be scheduled as soon as every block of the kernel before it on the stream has called
 // pdl_launch_dependents() (or exited); it must call pdl_wait() before it reads what that kernel wrote: the wait

@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kRegThreads) softmax_bwd_rows_reg_kernel(Softm
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const A gj = to_acc(rg[k].v[j]), oj = to_acc(ro[k].v[j]);
-        o.v[j] = from_acc<T>(LOG ? gj - row_exp<T>(oj) * s : oj * (gj - s));
+        o.v[j] = from_acc<T>(LOG ? gj - row_exp<T, false>(oj) * s : oj * (gj - s));
       }
       store_vec<T, V>(dx + i * V, o);
     }

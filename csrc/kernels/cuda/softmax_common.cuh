@@ -8,19 +8,28 @@
 
 #include "common.cuh"
 
+// Tuning builds: YIRAGE_SOFTMAX_EXP_FTZ 0 takes __expf (row_exp).
+#ifndef YIRAGE_SOFTMAX_EXP_FTZ
+#define YIRAGE_SOFTMAX_EXP_FTZ 1
+#endif
+
 namespace yirage::kernels::cuda::softmax {
 
 __device__ __forceinline__ float sm_exp(float v) { return expf(v); }
 __device__ __forceinline__ double sm_exp(double v) { return exp(v); }
 __device__ __forceinline__ float sm_log(float v) { return logf(v); }
 __device__ __forceinline__ double sm_log(double v) { return log(v); }
-// exp for the register kernels of element type T: fp16 / bf16 rows use the hardware exp2 (__expf: about 2 ulp of
-// fp32 plus |v| * 2^-23 relative, far below their rounding; bf16 log_softmax 16384x4096 on an H100 ran 9% faster
-// than with expf), fp32 and fp64 the precise one.
-template <typename T, typename A>
+// exp for the register kernels of element type T: fp16 / bf16 rows use the hardware exp2 (about 2 ulp of fp32 plus
+// |v| * 2^-23 relative, far below their rounding; bf16 log_softmax 16384x4096 on an H100 ran 9% faster than with
+// expf), with results below 2^-126 flushed to zero (exp2_ftz: __expf's range check and rescale around the ex2, a
+// compare and two predicated multiplies an element in Nsight Compute's counts of the bf16 softmax, of 23; a bf16
+// result that small, under 1.2e-38, becomes 0 instead of a subnormal; H200, kernel alone: softmax and log_softmax forwards 1.02-1.08x at every shape, bf16 4096x8192 36.0 ->
+// 34.7 us; cuda-norm-bwd-issue-h200-2026-11-27.md); fp32 and fp64 the precise one. kFtz false: __expf (the
+// log_softmax backward, where the flushing exp measured 0.96-1.03x).
+template <typename T, bool kFtz = true, typename A>
 __device__ __forceinline__ A row_exp(A v) {
   if constexpr (sizeof(T) == 2) {
-    return __expf(v);
+    return kFtz && YIRAGE_SOFTMAX_EXP_FTZ ? exp2_ftz(v * 1.4426950408889634f) : __expf(v);
   } else {
     return sm_exp(v);
   }
