@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(512) ln_bwd_regs(LayerNormBackward p, int tpr,
         const int j = k * tpr + lane;
         if (live && j < nv32) {
           const Vec<T, V> a = xv(k), gg = gv(k);
-          Vec<T, V> b;
+          [[maybe_unused]] Vec<T, V> b;  // the weight's vector (where it is not hoisted)
           if constexpr (!kHoistW) {
             if (w) b = load_vec_keep<T, V>(wl + j * V, keep);
           }
