@@ -250,6 +250,7 @@ def test_compile_provider():
     (dict(ops=["rms_norm"], shapes=["4096"]), "--shapes: rms_norm expects ROWSxHIDDEN (positive integers), got '4096'"),
     (dict(ops=["silu_and_mul"], shapes=["4x5"]), "--shapes: silu_and_mul expects ROWSxHIDDEN with an even HIDDEN"),
     (dict(device="cpu", tf32=True), "--tf32: TF32 tensor cores are a CUDA setting, expected a cuda device, got 'cpu'"),
+    (dict(device="cpu", cuda_graph=True), "--cuda-graph: CUDA graph replays need a cuda device, got 'cpu'"),
 ])
 def test_run_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError) as e:
@@ -359,3 +360,32 @@ def test_tf32_run_on_cuda_passes_and_restores_the_setting():
                    shapes=["1024x1024x1024"], warmup=1, repeats=3, tf32=True)
     assert torch.backends.cuda.matmul.allow_tf32 == before
     assert rows and all(r.status == "ok" and r.atol == TF32_TOL for r in rows), [(r.provider, r.reason) for r in rows]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graphed_replay_recomputes_from_the_captured_inputs():
+    x = torch.randn(1000, device="cuda")
+    out = torch.empty_like(x)
+    replay = runner.graphed(lambda: torch.mul(x, 2, out=out), "cuda")
+    x.copy_(torch.arange(1000, dtype=torch.float32, device="cuda"))
+    out.zero_()
+    replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * torch.arange(1000, dtype=torch.float32, device="cuda"))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_rows_time_replays_and_report_capture_failures(scratch_provider):
+    rows = api.run(ops=["rms_norm", "softmax"], device="cuda", dtypes=["bfloat16"], providers=["yirage", "torch"],
+                   shapes=["rms_norm:64x1024", "softmax:64x1024"], backward=True, warmup=1, repeats=3,
+                   cuda_graph=True)
+    assert len(rows) == 4 and all(r.status == "ok" and r.ms > 0 for r in rows), [(r.provider, r.reason) for r in rows]
+
+    # a host synchronization inside the call (.item()): right results, but it cannot be captured
+    scratch_provider(Provider("syncs", "synchronizes with the host", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: s.eager(x, w, eps) * (w.sum() / w.sum()).item()}))
+    rows = api.run(ops=["rms_norm"], device="cuda", dtypes=["float32"], providers=["syncs"],
+                   shapes=["64x1024"], warmup=1, repeats=3, cuda_graph=True)
+    assert rows[0].status == "error" and "while capturing a CUDA graph" in rows[0].reason, rows[0].reason

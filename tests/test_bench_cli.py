@@ -104,6 +104,7 @@ BAD = [
     (["--frobnicate"], "unrecognized arguments: --frobnicate", ""),
     (["--device", "cpu", "--tf32"], "--tf32: TF32 tensor cores are a CUDA setting, expected a cuda device",
      "got 'cpu'"),
+    (["--device", "cpu", "--cuda-graph"], "--cuda-graph: CUDA graph replays need a cuda device", "got 'cpu'"),
 ]
 if not HAS_MPL:
     BAD.append((["--plot", "x.png"], "--plot: needs matplotlib", "got 'x.png'"))

@@ -82,7 +82,7 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
         warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
-        rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None) -> List[Result]:
+        rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None, cuda_graph: bool = False) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
     provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
     implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
@@ -90,7 +90,8 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     is called after each row; `rooflines` (for `device`) is measured on first use, or made here. `tf32`: True or
     False sets torch.backends.cuda.matmul.allow_tf32 for the run (every provider and the float32 GEMM roofline; put
     back afterwards; CUDA devices only), None leaves torch's setting; float32 rows of GEMM-based ops run with TF32
-    allowed are checked with TF32's tolerance (testing.reference.TF32_TOL)."""
+    allowed are checked with TF32's tolerance (testing.reference.TF32_TOL). `cuda_graph` (CUDA devices only): each
+    row times replays of its call captured in a CUDA graph (runner.run_case) instead of the call itself."""
     ops = _choose("ops", ops, list(OPS), list(OPS))
     device = check_device(device or default_device())
     dtype_names = _choose("dtype", dtypes, list(DTYPES), DEFAULT_DTYPES)
@@ -100,9 +101,16 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
                          f"repeats={repeats}, budget={budget_s}")
     check_tf32(tf32, device)
+    check_cuda_graph(cuda_graph, device)
     with _tf32(tf32):
         return _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed,
-                    progress, rooflines)
+                    progress, rooflines, cuda_graph)
+
+
+def check_cuda_graph(cuda_graph: bool, device: str) -> None:
+    """CUDA graph timing needs a CUDA device: a clear error elsewhere, not a silent eager run."""
+    if cuda_graph and torch.device(device).type != "cuda":
+        raise ValueError(f"--cuda-graph: CUDA graph replays need a cuda device, got '{device}'")
 
 
 @contextlib.contextmanager
@@ -120,7 +128,7 @@ def _tf32(setting: Optional[bool]):
 
 
 def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed, progress,
-         rooflines) -> List[Result]:
+         rooflines, cuda_graph=False) -> List[Result]:
     rooflines = rooflines or Rooflines(device)
     # the rooflines first, before compiles and the cases' allocations disturb the machine
     if any(OPS[op].may_be_memory_bound for op in ops):
@@ -145,7 +153,7 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
                     if providers is None and spec.name not in PROVIDERS[name].impls:
                         continue  # the default set: only providers that implement the op get rows
                     row = run_case(spec, PROVIDERS[name], case, backward, warmup, repeats, budget_s, rooflines,
-                                   seed, reference)
+                                   seed, reference, cuda_graph)
                     group.append(row)
                     rows.append(row)
                     if progress is not None:

@@ -44,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tf32", action="store_true", help="CUDA: float32 GEMM products (matmul, linear, attention) "
                    "on TF32 tensor cores for every provider and the roofline (torch.backends.cuda.matmul."
                    "allow_tf32), checked with TF32's tolerance")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="CUDA: time replays of each call captured in a CUDA graph (the GPU's work without the host's "
+                   "launch and autograd time between kernels; a provider that cannot be captured gets an error row)")
     p.add_argument("--csv", metavar="FILE", help="write every row, all metrics, to a CSV file")
     p.add_argument("--markdown", metavar="FILE", help="write the table with date, device and versions")
     p.add_argument("--plot", metavar="FILE", help="PNG bar chart (one file per op: FILE-<op>.png for several)")
@@ -113,6 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         api._choose("providers", args.providers, list(PROVIDERS), list(DEFAULT_PROVIDERS))
         api.plan_shapes(ops, args.shapes)
         api.check_tf32(args.tf32, device)
+        api.check_cuda_graph(args.cuda_graph, device)
     except ValueError as e:
         p.error(str(e))
     # TF32 in effect for float32 products: asked for, or already allowed by the caller's torch settings
@@ -123,13 +127,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         rows = api.run(ops=ops, device=device, dtypes=args.dtypes, providers=args.providers, shapes=args.shapes,
                        backward=args.backward, warmup=args.warmup, repeats=args.repeats, budget_s=args.budget,
-                       seed=args.seed, progress=update, rooflines=rooflines, tf32=True if args.tf32 else None)
+                       seed=args.seed, progress=update, rooflines=rooflines, tf32=True if args.tf32 else None,
+                       cuda_graph=args.cuda_graph)
     finally:
         close()
     env = api.environment(device)
     if torch.device(device).type == "cuda":
         env["tf32"] = "on" if tf32 else "off"
     notes = _notes(rooflines, time.perf_counter() - t0)
+    if args.cuda_graph:
+        notes.insert(1, "timing: replays of each call captured in a CUDA graph (the L2 flushed before each replay, "
+                     "outside the graph): the GPU's work without the host's launch and autograd time between kernels")
     if tf32 and "float32" in (args.dtypes or api.DEFAULT_DTYPES):
         notes.insert(1, f"float32 GEMM products (matmul, linear, attention) on TF32 tensor cores for every provider "
                      f"and the gemm roofline (torch.backends.cuda.matmul.allow_tf32); those rows checked with TF32's "

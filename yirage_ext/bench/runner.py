@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -134,10 +134,29 @@ def _reason(e: Exception, context: str = "") -> str:
     return f"{type(e).__name__}{context}" + (f": {text.splitlines()[0]}" if text else "")
 
 
+def graphed(call: Callable[[], object], device: str) -> Callable[[], None]:
+    """`call` captured in a CUDA graph (after two warm-up calls on a side stream, as capture requires); returns the
+    graph's replay. Its outputs live in the graph's private memory pool and are overwritten by each replay."""
+    dev = torch.device(device)
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream(dev).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph.replay
+
+
 def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = False, warmup: int = 3,
              repeats: int = 50, budget_s: float = 0.1, rooflines: Optional[Rooflines] = None, seed: int = 0,
-             reference=None) -> Result:
-    """One row: `provider` on `case`; never raises for a provider's failure (the row says what went wrong)."""
+             reference=None, cuda_graph: bool = False) -> Result:
+    """One row: `provider` on `case`; never raises for a provider's failure (the row says what went wrong).
+    `cuda_graph` (CUDA devices): the checked call is captured once in a CUDA graph and its replays are timed, so
+    that the time is the GPU's work without the host's launch and autograd overhead between kernels; a provider
+    whose call cannot be captured gets an error row saying so."""
     row = Result(case.op, case.shape, _dtype_name(case.dtype), case.device, "fwd+bwd" if backward else "fwd",
                  provider.name)
     why = unavailable(provider, spec.name, case.device, case.dtype, backward, case.args)
@@ -175,8 +194,15 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
     row.status = "ok" if acc.passed else "fail"
     if not acc.passed:
         row.reason = acc.verdict()
+    timed: Callable[[], object] = call
+    if cuda_graph and torch.device(case.device).type == "cuda":
+        try:
+            timed = graphed(call, case.device)
+        except Exception as e:  # noqa: BLE001
+            row.status, row.reason, row.verdict = "error", _reason(e, " while capturing a CUDA graph"), "error"
+            return row
     try:
-        t = profile(lambda: call(), case.device, warmup, repeats, budget_s)
+        t = profile(lambda: timed(), case.device, warmup, repeats, budget_s)
     except Exception as e:  # noqa: BLE001
         row.status, row.reason, row.verdict = "error", _reason(e, " while timing"), "error"
         return row
