@@ -50,9 +50,14 @@ using norm::write_partial;
 //   8192x2048 57.6 -> 50.5 (4 vectors in 2 slots: 1-11% slower than in 1 at every shape);
 // - H200: 16384x4096 139.9 -> 127.0, 4096x8192 82.3 -> 76.4, 8192x2048 51.3 -> 43.1, 2048x16384 92.3 -> 81.6,
 //   4096x5120 56.4 -> 52.3 (2 vectors: 59.1), 65536x1024 128.7 -> 128.1.
-// fp16 keeps 4 vectors in 1 slot: its elements convert one at a time (bf16's shift / mask unpack does not apply),
+// fp16 kept 4 vectors in 1 slot: its elements convert one at a time (bf16's shift / mask unpack does not apply),
 // and neither change held for it at every shape (H200, 65536x1024: 125.8 us -> 130.8 with 2 slots, 136.5 with 2
-// vectors; H100, 16384x4096: 160.9 -> 162.7 with 2 vectors).
+// vectors; H100, 16384x4096: 160.9 -> 162.7 with 2 vectors). Since the 2-vector kernel lost a tenth of its
+// instructions (2026-11-27: the weight hoisted and converted once, the reduce-scatter sums,
+// cuda-norm-bwd-issue-h200-2026-11-27.md), fp16 on GPUs of 30 GB/s per SM and over takes the bf16 rule, its 4-vector
+// plan still in 1 slot: H200, kernel alone, 4096x8192 76.1 -> 63.8 us, 16384x4096 133.3 -> 107.9, 65536x1024
+// 125.1 -> 109.7, 8192x2048 47.7 -> 37.1, 1024x4096 25.4 -> 18.7, 4096x5120 (4 vectors by the rule), 2048x16384 and
+// 32768x512 level. Below 30 GB/s per SM (an H100) fp16 keeps 4 vectors in 1 slot until measured there again.
 // Staging at all: bf16 on an H100: 65 -> 76% of the copy bandwidth at 16384x4096, 68 -> 83% at 65536x1024,
 // 51 -> 70% at 4096x8192. Rows below 128 vectors keep 2 vectors per thread in registers (staged: 5-7% slower).
 // Tuning builds: YIRAGE_NORM_BWD_LN_TWO_VEC -1 (the rule above), 0 never, 1 always (fp16 too);
@@ -267,7 +272,7 @@ BwdRegsKernel bwd_regs_kernel(int nv, bool two) {
     switch (nv) {
       case 1: return ln_bwd_regs<T, 1>;
       case 2:
-        if constexpr (std::is_same_v<T, bf16> || (norm::kStageRows<T> && YIRAGE_NORM_BWD_LN_TWO_VEC == 1)) {
+        if constexpr (norm::kStageRows<T>) {  // fp16 / bf16: the staged 2-vector plan
           if (two) return ln_bwd_regs<T, 2, true>;
         }
         return ln_bwd_regs<T, 2>;
@@ -284,18 +289,19 @@ norm::BwdPlan bwd_plan(const LayerNormBackward& p, bool* two) {
   const bool vec = p.cols % V == 0 && p.x_stride % V == 0 && p.grad_out_stride % V == 0 && aligned(p.x, 16) &&
                    aligned(p.grad_out, 16) && aligned(p.grad_x, 16) && (p.weight == nullptr || aligned(p.weight, 16));
   const bool params = p.grad_weight != nullptr || p.grad_bias != nullptr;
-  constexpr bool kPlanned = std::is_same_v<T, bf16>;  // fp16: 4 vectors, 1 slot (above)
+  constexpr bool kF16 = std::is_same_v<T, f16>;
+  constexpr bool kPlanned = std::is_same_v<T, bf16> || kF16;  // fp16: on high-bandwidth GPUs only (above)
   const bool high = kPlanned && norm::dram_gbs_per_sm() >= kLnBwdHighGbsPerSm;
   auto plan = [&](bool t) {
     const int target = sizeof(T) == 2 && (p.cols / V < 128 || t) ? 2 : 4;
-    const int slots = YIRAGE_NORM_BWD_STAGES_LN > 0 ? YIRAGE_NORM_BWD_STAGES_LN : t || high ? 2 : 1;
+    const int slots = YIRAGE_NORM_BWD_STAGES_LN > 0 ? YIRAGE_NORM_BWD_STAGES_LN : t || (high && !kF16) ? 2 : 1;
     return norm::plan_bwd<T>(
         p.rows, p.cols, vec, params, target, [t](int nv) { return bwd_regs_kernel<T>(nv, t); },
         [t](int nv) { return ln_bwd_staged<T>(nv, t); }, slots, ln_bwd_general<T, V>, ln_bwd_general<T, 1>);
   };
   *two = false;
   if (!norm::kStageRows<T> || (!kPlanned && YIRAGE_NORM_BWD_LN_TWO_VEC != 1) || !vec || p.cols / V < 128 ||
-      YIRAGE_NORM_BWD_LN_TWO_VEC == 0) {
+      YIRAGE_NORM_BWD_LN_TWO_VEC == 0 || (kF16 && !high && YIRAGE_NORM_BWD_LN_TWO_VEC != 1)) {
     return plan(false);
   }
   const norm::BwdPlan b = plan(true);
