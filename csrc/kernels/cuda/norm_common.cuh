@@ -63,7 +63,8 @@ __device__ __forceinline__ A warp_sum_scatter(const A (&v)[K], int lane) {
 // [warp][k] totals in shared memory, a butterfly over the lanes that hold the same value and a broadcast of each
 // total: K = 4 over 16 warps about 31 instructions a thread where the butterflies take 84. Taken by the backward
 // kernels of 2 vectors a thread or fewer, whose reductions are a large share of a row's work (16 elements a
-// thread); the 4-vector kernels, at the register limit, spilled with it and ran 3-6% slower (H200, 2026-11-27).
+// thread), and by layer_norm's 16-bit 4-vector backward (bf16 2048x16384 1.04x); fp32 layer_norm 4-vector ran 2%
+// slower with it, and the forwards level (H200, 2026-11-27; cuda-norm-bwd-issue-h200-2026-11-27.md).
 // kBarrierAfter false: no barrier after the reads of `smem`, for callers that alternate two buffers (the next
 // call's writes to this buffer come after a barrier every thread reaches only once it has read this one).
 template <int K, bool kBarrierAfter = true, bool kScatter = false, typename A>
