@@ -5,7 +5,9 @@
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Icsrc \
 //        -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ \
 //        -D__CUDA_NO_HALF2_OPERATORS__ [-DHT=float|f16] benchmarks/cuda/activation_tune.cu -o activation_tune
-//   activation_tune rows cols gated(0|1) silu|gelu [iters]   (element type bf16 unless -DHT=...)
+//   activation_tune rows cols gated(0|1) silu|gelu [iters] [bwd]   (element type bf16 unless -DHT=...)
+// bwd: the non-gated backward (gelu only) instead, grad_x = grad_out * gelu'(x), timed against a copy of its bytes
+// (x and grad_out read, grad_x written).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -41,10 +43,41 @@ __global__ void ref(const T* x, const T* y, int64_t rows, int64_t cols, int gate
   }
   atomicMax((int*)err, __float_as_int(e));
 }
+__global__ void ref_bwd(const T* x, const T* g, const T* dx, int64_t n, float* err) {
+  float e = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float a = to_acc(x[i]);
+    const float d = 0.5f * erfcf(-a * 0.70710678f) + a * expf(-0.5f * a * a) * 0.3989422804f;
+    const float f = to_acc(g[i]) * d;
+    e = fmaxf(e, fabsf(f - to_acc(dx[i])) / fmaxf(fabsf(f), 1e-2f));
+  }
+  atomicMax((int*)err, __float_as_int(e));
+}
+int bwd_main(int64_t rows, int64_t cols, int iters) {
+  const int64_t n = rows * cols;
+  T *x, *g, *dx, *big; char* flush; float* err;
+  CK(cudaMalloc(&x, n * sizeof(T))); CK(cudaMalloc(&g, n * sizeof(T))); CK(cudaMalloc(&dx, n * sizeof(T)));
+  CK(cudaMalloc(&big, 3 * n * sizeof(T))); CK(cudaMalloc(&flush, 256 << 20)); CK(cudaMalloc(&err, 4));
+  fill<<<1024, 256>>>(x, n, 1); fill<<<1024, 256>>>(g, n, 2);
+  ActivationBackward p; p.grad_out = g; p.grad_out_stride = cols; p.x = x; p.x_stride = cols; p.grad_x = dx;
+  p.rows = rows; p.cols = cols; p.act = Activation::gelu; p.gated = false; p.dtype = kDt;
+  auto run = [&] { CK(activation_backward(p, 0)); };
+  CK(cudaMemset(dx, 0xff, n * sizeof(T))); run(); CK(cudaDeviceSynchronize());
+  CK(cudaMemset(err, 0, 4)); ref_bwd<<<1024, 256>>>(x, g, dx, n, err);
+  float herr; CK(cudaMemcpy(&herr, err, 4, cudaMemcpyDeviceToHost));
+  const float tk = median_us(run, iters, flush);
+  const int64_t half = 3 * n / 2;
+  const float tc = median_us([&] { CK(cudaMemcpyAsync(big + half, big, half * sizeof(T), cudaMemcpyDeviceToDevice)); },
+                             iters, flush);
+  printf("%lldx%lld gelu_bwd kernel %.1f us copy %.1f us %.1f%% of copy maxrel %.2e\n", (long long)rows,
+         (long long)cols, tk, tc, 100.f * tc / tk, herr);
+  return 0;
+}
 int main(int argc, char** argv) {
   const int64_t rows = atoll(argv[1]), cols = atoll(argv[2]);
   const int gated = atoi(argv[3]); const int silu = strcmp(argv[4], "silu") == 0;
   const int iters = argc > 5 ? atoi(argv[5]) : 50;
+  if (argc > 6 && strcmp(argv[6], "bwd") == 0) return bwd_main(rows, cols, iters);
   const int64_t nx = rows * cols * (gated ? 2 : 1), ny = rows * cols;
   T *x, *y; char* flush; float* err;
   CK(cudaMalloc(&x, nx * sizeof(T)));
