@@ -18,7 +18,11 @@
 // then: x - x[0] (gone since), a multiply-add by rstd, and one multiply-add of weight and bias (a kernel for the
 // case with both), the bf16 elements unpacked by bit operations (`unpack`, common.cuh): the kernel ran 682 warp
 // instructions a row at bf16 65536x1024 where torch.compile's ran 390, and the harness time fell 2.5-7.5% (bf16
-// 4096x8192 44.6 -> 42.2 us, 2048x16384 47.1 -> 43.8; cuda-norm-bwd-h200-2026-11-26.md).
+// 4096x8192 44.6 -> 42.2 us, 2048x16384 47.1 -> 43.8; cuda-norm-bwd-h200-2026-11-26.md). The launch facts (rows per
+// block, the thread's row and lane, row groups, 1 / cols) come from the host (norm::RowGroups): the kernel's own
+// divisions and reciprocal were ~150 instructions a warp ahead of the first load, paid per row with a block per row:
+// bf16 4096x8192 37.9 -> 34.5 us, 16384x4096 68.6 -> 65.5, 65536x1024 67.3 -> 65.6, fp16 1.02-1.06x, fp32 up to 1.04x
+// (cuda-norm-fwd-launch-facts-h200-2026-11-27.md).
 // Long-row path (any dtype, fp64 always; longer rows, unaligned rows / strides / odd lengths): one block
 // per row (grid-stride over rows); pass 1 sums x - x[0] and its square (shifted sums, one read; the same sums
 // around that first estimate of the mean in one more read when x[0] lies far from it, as above), pass 2
@@ -49,19 +53,21 @@ using norm::RowPlan;
 // kAffine: both weight and bias (the common case), each output one fused multiply-add of them; otherwise either
 // or none, tested per row.
 template <typename T, int NV, bool kAffine>
-__global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormForward p, int tpr) {
+__global__ void __launch_bounds__(512, NV <= 4 ? 2 : 1) ln_fwd_regs(LayerNormForward p, norm::RowGroups rg) {
   using A = float;
   constexpr int V = kVec<T>;
   __shared__ A smem[512 / kWarpSize * 2];
-  const int rpb = blockDim.x / tpr;
-  const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
-  const int nvec = int(p.cols / V);  // at most 512 * 8 on this path
-  const int64_t groups = (p.rows + rpb - 1) / rpb;
-  const T* w = static_cast<const T*>(p.weight);
-  const T* bias = static_cast<const T*>(p.bias);
-  const A inv_n = A(1) / A(p.cols);
+  const int tpr = rg.tpr, rpb = rg.rpb;
+  const int sub = rg.sub(), lane = int(threadIdx.x) - sub * tpr;
+  const int nvec = rg.nvec;  // at most 512 * 8 on this path
+  const int64_t groups = rg.groups;
+  const A inv_n = rg.inv_n;
   const uint64_t keep = l2_keep_policy();  // weight and bias, read again by every row
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    // the parameters' loads stay in the loop (opaque_zero)
+    const int z = opaque_zero();
+    const T* w = p.weight ? static_cast<const T*>(p.weight) + z : nullptr;
+    const T* bias = p.bias ? static_cast<const T*>(p.bias) + z : nullptr;
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
@@ -251,7 +257,7 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
     const RowPlan rp =
         vec ? norm::plan_rows(p.cols / V, 8, 4, /*whole_warps=*/true, norm::kFwdBlockThreads) : RowPlan{};
     if (rp.regs) {
-      using Kernel = void (*)(LayerNormForward, int);
+      using Kernel = void (*)(LayerNormForward, norm::RowGroups);
       const bool affine = p.weight != nullptr && p.bias != nullptr;
       const Kernel kernel = affine ? (rp.nv == 1   ? Kernel(ln_fwd_regs<T, 1, true>)
                                       : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2, true>)
@@ -261,12 +267,12 @@ cudaError_t fwd_launch(const LayerNormForward& p, cudaStream_t stream) {
                                       : rp.nv == 2 ? Kernel(ln_fwd_regs<T, 2, false>)
                                       : rp.nv == 4 ? Kernel(ln_fwd_regs<T, 4, false>)
                                                    : Kernel(ln_fwd_regs<T, 8, false>));
-      const int rpb = rp.block / rp.tpr;
-      const int64_t groups = (p.rows + rpb - 1) / rpb;
+      const norm::RowGroups rg = norm::row_groups(rp, p.rows, p.cols, V);
+      const int64_t groups = rg.groups;
       const dim3 grid = groups > kPersistentMax * norm::sm_count()
                             ? dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid))
                             : norm::resident_grid(kernel, rp.block, groups);
-      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
+      kernel<<<grid, rp.block, 0, stream>>>(p, rg);
       return launch_status();
     }
   }

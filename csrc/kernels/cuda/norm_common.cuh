@@ -221,6 +221,36 @@ inline RowPlan plan_rows(int64_t nvec, int max_nv = 8, int target = 4, bool whol
   return r;
 }
 
+// A register plan's per-launch facts, computed on the host and passed to the forward kernels. Computed in the kernel
+// (rows per block and the thread's row and lane by 32-bit divisions, the row-group count by a 64-bit one, 1 / cols by
+// an IEEE division) they took about 150 instructions a warp, most of them a dependent chain ahead of the row's first
+// load, and with a block per row group every row paid for them.
+struct RowGroups {
+  int tpr = 0;         // threads per row
+  int shift = -1;      // log2(tpr) when tpr is a power of two, else -1
+  int rpb = 0;         // rows per block
+  int nvec = 0;        // 16-byte vectors per row
+  int64_t groups = 0;  // row groups (blocks' worth of rows)
+  float inv_n = 0.f;   // 1 / cols, rounded as the kernels would round it
+
+  // the calling thread's row within its block's group
+  __device__ __forceinline__ int sub() const {
+    return shift >= 0 ? int(threadIdx.x) >> shift : int(threadIdx.x) / tpr;
+  }
+};
+inline RowGroups row_groups(const RowPlan& rp, int64_t rows, int64_t cols, int v) {
+  RowGroups g;
+  g.tpr = rp.tpr;
+  for (int s = 0; s < 31; ++s) {
+    if ((1 << s) == rp.tpr) g.shift = s;
+  }
+  g.rpb = rp.block / rp.tpr;
+  g.nvec = int(cols / v);
+  g.groups = (rows + g.rpb - 1) / g.rpb;
+  g.inv_n = 1.f / float(cols);
+  return g;
+}
+
 // Block size the norm forwards' row groups fill (plan_rows' block_threads): one row per block from 64 threads per
 // row up, two rows of 32. Against 256 (eight rows of a warp, two of 128 threads) it ran level or faster at every
 // shape measured on an H200, kernel alone: layer_norm bf16 8192x2048 24.0 -> 22.7 us, 16384x4096 75.2 -> 73.2,

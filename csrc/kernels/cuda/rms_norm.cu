@@ -20,7 +20,9 @@
 // for rstd, 64-bit column indices, and the block prologue (a block per row). Now: a fixed butterfly, the warps'
 // partials summed by a second butterfly, rsqrtf, 32-bit column indices, a persistent grid and 4 vectors per
 // thread: 31 M instructions, 79 -> 70 us (Liger 63-66 us in the same runs). The persistent grid was dropped again
-// when timed with the L2 flushed before each call, as the benchmark does (launch below).
+// when timed with the L2 flushed before each call, as the benchmark does (launch below). The launch facts then moved
+// to the host (norm::RowGroups; bf16 1.00-1.04x, fp32 up to 1.08x at 2048x16384;
+// cuda-norm-fwd-launch-facts-h200-2026-11-27.md).
 // Long-row path (any dtype, fp64 always; rows longer than the register path, or unaligned rows /
 // strides / odd lengths): one block per row (grid-stride over rows), pass 1 reduces, pass 2 re-reads
 // the row (from L2) and writes; 16-byte vectors when aligned, element accesses otherwise.
@@ -42,16 +44,15 @@ using norm::RowPlan;
 // the first pass), the plain forward's x (fp32 rows, see fwd_launch: loaded with an L2 evict_last hint in the first
 // pass and evict_first in the second, as torch.compile's kernel does).
 template <typename T, int NV, bool kRes, bool kReread>
-__device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
+__device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, const norm::RowGroups& rg) {
   using A = float;
   constexpr int V = kVec<T>;
   __shared__ A smem[512 / kWarpSize];
-  const int rpb = blockDim.x / tpr;
-  const int lane = threadIdx.x % tpr, sub = threadIdx.x / tpr;
-  const int nvec = int(p.cols / V);  // at most 512 * 8 on this path
-  const int64_t groups = (p.rows + rpb - 1) / rpb;
-  const T* w = static_cast<const T*>(p.weight);
-  const A inv_n = A(1) / A(p.cols);
+  const int tpr = rg.tpr, rpb = rg.rpb;
+  const int sub = rg.sub(), lane = int(threadIdx.x) - sub * tpr;
+  const int nvec = rg.nvec;  // at most 512 * 8 on this path
+  const int64_t groups = rg.groups;
+  const A inv_n = rg.inv_n;
   const uint64_t keep = l2_keep_policy();  // the weight, read again by every row
   // The plain forward loads the weight with the row, before the reduction, as Liger's kernel does, so that its
   // latency overlaps the row's (H200, kernel alone, bf16 0.7-4.8% faster: 16384x4096 70.6 -> 69.7 us, 4096x8192
@@ -62,6 +63,8 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
   constexpr bool kRereadX = kReread && !kRes;
   const uint64_t last_read = kRereadX ? l2_first_policy() : 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    // the weight's loads stay in the loop (opaque_zero)
+    const T* w = p.weight ? static_cast<const T*>(p.weight) + opaque_zero() : nullptr;
     const int64_t row = g * rpb + sub;
     const bool live = row < p.rows;
     const int64_t rr = live ? row : 0;
@@ -140,17 +143,19 @@ __device__ __forceinline__ void rms_fwd_rows(const RmsNormForward& p, int tpr) {
 
 // The plain forward and the fused one that keeps its row in registers; ptxas gives the 4-vector instance 64
 // registers only with a minimum of 2 blocks (72-77 without: one block fewer per SM, 36 -> 42 us at bf16
-// 4096x8192), the others their (512) allocation (a minimum of 0 is the same as none; 1 is not: see
-// cuda-gelu-rotary-h100-2026-11-25.md).
+// 4096x8192), as does the fused fp32 8-vector one (rows of 8K-16K floats: 74 registers without since the launch facts
+// moved to the host, 2048x16384 136.4 -> 166.5 us; 64 with, no spills), the others their (512) allocation (a minimum
+// of 0 is the same as none; 1 is not: see cuda-gelu-rotary-h100-2026-11-25.md).
 template <typename T, int NV, bool kRes>
-__global__ void __launch_bounds__(512, NV == 4 ? 2 : 0) rms_fwd_regs(RmsNormForward p, int tpr) {
-  rms_fwd_rows<T, NV, kRes, false>(p, tpr);
+__global__ void __launch_bounds__(512, NV == 4 || (kRes && NV == 8 && sizeof(T) == 4) ? 2 : 0)
+    rms_fwd_regs(RmsNormForward p, norm::RowGroups rg) {
+  rms_fwd_rows<T, NV, kRes, false>(p, rg);
 }
 // The forwards reading their row back: 32 registers (four 512-thread blocks per SM); the fused one does not spill
 // at 1 or 2 vectors, the plain fp32 one spills 4 bytes at 2.
 template <typename T, int NV, bool kRes>
-__global__ void __launch_bounds__(512, 4) rms_fwd_reread(RmsNormForward p, int tpr) {
-  rms_fwd_rows<T, NV, kRes, true>(p, tpr);
+__global__ void __launch_bounds__(512, 4) rms_fwd_reread(RmsNormForward p, norm::RowGroups rg) {
+  rms_fwd_rows<T, NV, kRes, true>(p, rg);
 }
 
 // ---------------------------------------------------------------- forward, long-row path
@@ -221,7 +226,7 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   const bool vec = fwd_vec_ok<T>(p);
   if constexpr (!std::is_same_v<T, double>) {
-    using Kernel = void (*)(RmsNormForward, int);
+    using Kernel = void (*)(RmsNormForward, norm::RowGroups);
     RowPlan rp = vec ? norm::plan_rows(p.cols / V, 8, fwd_target<kRes>(), /*whole_warps=*/true,
                                        norm::kFwdBlockThreads)
                      : RowPlan{};
@@ -237,11 +242,10 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
                                                            norm::kFwdBlockThreads)
                                          : RowPlan{};
       if (rr.regs && rr.nv <= 2) {
-        const int rpb = rr.block / rr.tpr;
-        const int64_t groups = (p.rows + rpb - 1) / rpb;
-        const dim3 grid(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
+        const norm::RowGroups rg = norm::row_groups(rr, p.rows, p.cols, V);
+        const dim3 grid(unsigned(rg.groups < norm::kMaxGrid ? rg.groups : norm::kMaxGrid));
         const Kernel kernel = rr.nv == 1 ? Kernel(rms_fwd_reread<T, 1, kRes>) : Kernel(rms_fwd_reread<T, 2, kRes>);
-        kernel<<<grid, rr.block, 0, stream>>>(p, rr.tpr);
+        kernel<<<grid, rr.block, 0, stream>>>(p, rg);
         return launch_status();
       }
     }
@@ -256,11 +260,11 @@ cudaError_t fwd_launch(const RmsNormForward& p, cudaStream_t stream) {
       // against 75.6 us, 4096x8192 39.6 against 41.8) and 2-3% slower for fp32. The fused forward's register
       // kernel (rows of more than 2 vectors per thread) keeps one for fp16 / bf16: 78.2 against 76.0 us without
       // (2048x16384; benchmarks/results/cuda-norm-bwd-h200-2026-11-26.md).
-      const int rpb = rp.block / rp.tpr;
-      const int64_t groups = (p.rows + rpb - 1) / rpb;
+      const norm::RowGroups rg = norm::row_groups(rp, p.rows, p.cols, V);
+      const int64_t groups = rg.groups;
       const dim3 grid = kRes && sizeof(T) == 2 ? norm::resident_grid(kernel, rp.block, groups)
                                                : dim3(unsigned(groups < norm::kMaxGrid ? groups : norm::kMaxGrid));
-      kernel<<<grid, rp.block, 0, stream>>>(p, rp.tpr);
+      kernel<<<grid, rp.block, 0, stream>>>(p, rg);
       return launch_status();
     }
   }
