@@ -54,10 +54,11 @@ using norm::write_partial;
 // and neither change held for it at every shape (H200, 65536x1024: 125.8 us -> 130.8 with 2 slots, 136.5 with 2
 // vectors; H100, 16384x4096: 160.9 -> 162.7 with 2 vectors). Since the 2-vector kernel lost a tenth of its
 // instructions (2026-11-27: the weight hoisted and converted once, the reduce-scatter sums,
-// cuda-norm-bwd-issue-h200-2026-11-27.md), fp16 on GPUs of 30 GB/s per SM and over takes the bf16 rule, its 4-vector
-// plan still in 1 slot: H200, kernel alone, 4096x8192 76.1 -> 63.8 us, 16384x4096 133.3 -> 107.9, 65536x1024
-// 125.1 -> 109.7, 8192x2048 47.7 -> 37.1, 1024x4096 25.4 -> 18.7, 4096x5120 (4 vectors by the rule), 2048x16384 and
-// 32768x512 level. Below 30 GB/s per SM (an H100) fp16 keeps 4 vectors in 1 slot until measured there again.
+// cuda-norm-bwd-issue-h200-2026-11-27.md), fp16 takes the bf16 rule, its 4-vector plan still in 1 slot: H200, kernel
+// alone, 4096x8192 76.1 -> 63.8 us, 16384x4096 133.3 -> 107.9, 65536x1024 125.1 -> 109.7, 8192x2048 47.7 -> 37.1,
+// 1024x4096 25.4 -> 18.7, 4096x5120 (4 vectors by the rule), 2048x16384 and 32768x512 level; H100, 4096x8192 86.3 ->
+// 75.2, 16384x4096 153.4 -> 140.6, 65536x1024 155.0 -> 141.0, 8192x2048 51.7 -> 41.1, 1024x4096 27.2 -> 19.8,
+// 4096x5120 57.8 -> 54.0, 2048x16384 and 32768x512 level (cuda-norm-fwd-launch-facts-h200-2026-11-27.md).
 // Staging at all: bf16 on an H100: 65 -> 76% of the copy bandwidth at 16384x4096, 68 -> 83% at 65536x1024,
 // 51 -> 70% at 4096x8192. Rows below 128 vectors keep 2 vectors per thread in registers (staged: 5-7% slower).
 // Tuning builds: YIRAGE_NORM_BWD_LN_TWO_VEC -1 (the rule above), 0 never, 1 always (fp16 too);
@@ -290,7 +291,7 @@ norm::BwdPlan bwd_plan(const LayerNormBackward& p, bool* two) {
                    aligned(p.grad_out, 16) && aligned(p.grad_x, 16) && (p.weight == nullptr || aligned(p.weight, 16));
   const bool params = p.grad_weight != nullptr || p.grad_bias != nullptr;
   constexpr bool kF16 = std::is_same_v<T, f16>;
-  constexpr bool kPlanned = std::is_same_v<T, bf16> || kF16;  // fp16: on high-bandwidth GPUs only (above)
+  constexpr bool kPlanned = std::is_same_v<T, bf16> || kF16;
   const bool high = kPlanned && norm::dram_gbs_per_sm() >= kLnBwdHighGbsPerSm;
   auto plan = [&](bool t) {
     const int target = sizeof(T) == 2 && (p.cols / V < 128 || t) ? 2 : 4;
@@ -301,7 +302,7 @@ norm::BwdPlan bwd_plan(const LayerNormBackward& p, bool* two) {
   };
   *two = false;
   if (!norm::kStageRows<T> || (!kPlanned && YIRAGE_NORM_BWD_LN_TWO_VEC != 1) || !vec || p.cols / V < 128 ||
-      YIRAGE_NORM_BWD_LN_TWO_VEC == 0 || (kF16 && !high && YIRAGE_NORM_BWD_LN_TWO_VEC != 1)) {
+      YIRAGE_NORM_BWD_LN_TWO_VEC == 0) {
     return plan(false);
   }
   const norm::BwdPlan b = plan(true);
