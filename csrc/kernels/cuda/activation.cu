@@ -140,7 +140,8 @@ __global__ void act_fwd_kernel(ActivationForward p, int64_t upr, int64_t total, 
 // instructions a unit on its 64-bit unit-to-row division and addressing, 5 an element of the bf16 gelu's 20 (the
 // kernel is issue-bound); flat, about 15. H200, kernel alone, bf16 gelu 16384x4096 70.0 -> 65.4 us (91% -> 98% of a
 // same-size copy), 4096x8192 35.6 -> 33.4; fp16 the same; fp32 (at the copy bandwidth either way; two units a
-// thread there) 2% slower flat, so it keeps the row-mapped kernel (benchmarks/results/cuda-gelu-flat-h200-2026-11-27.md).
+// thread there) 2% slower flat, so it keeps the row-mapped kernel
+// (benchmarks/results/cuda-gelu-flat-h200-2026-11-27.md).
 template <typename T, int V, Activation K>
 __global__ void act_fwd_flat_kernel(const T* __restrict__ x, T* __restrict__ out, uint32_t units, int tail) {
   const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;

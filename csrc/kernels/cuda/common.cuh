@@ -91,6 +91,20 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
   }
 }
 
+// A zero the compiler cannot see through (a volatile move, kept where it stands in a loop body): added to the address
+// of a load_vec_hinted (below) inside a loop, it keeps the load from being hoisted out of the loop as loop-invariant
+// (the layer_norm forward's weight and bias: hoisted above its row loop they held 32 registers for the whole kernel
+// and spilled).
+__device__ __forceinline__ int opaque_zero() {
+#if !YIRAGE_HIP && defined(__CUDA_ARCH__)
+  int z;
+  asm volatile("mov.b32 %0, 0;" : "=r"(z));
+  return z;
+#else
+  return 0;
+#endif
+}
+
 // Loads of data every block reads again (a norm's weight and bias, read once per row) under an L2 evict_last
 // policy, so that the streamed rows do not push them out of L2 (torch.compile's kernels ask the same for such
 // loads): norm forwards level to 7% faster, kernel alone on an H200
@@ -102,19 +116,6 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
 // per thread, staged) did exactly that, caught by the GPU tests with no weight; the shipped kernels do not (their
 // tests with no weight pass under compute-sanitizer). Making the asm volatile prevents it but cost the staged
 // layer_norm backward 2-5% (cuda-layer-norm-plain-sums-h200-2026-11-26.md).
-// A zero the compiler cannot see through (a volatile move, kept where it stands in a loop body): added to the address
-// of a load_vec_hinted inside a loop, it keeps the load from being hoisted out of the loop as loop-invariant (the
-// layer_norm forward's weight and bias: hoisted above its row loop they held 32 registers for the whole kernel and
-// spilled).
-__device__ __forceinline__ int opaque_zero() {
-#if !YIRAGE_HIP && defined(__CUDA_ARCH__)
-  int z;
-  asm volatile("mov.b32 %0, 0;" : "=r"(z));
-  return z;
-#else
-  return 0;
-#endif
-}
 // The two L2 policies (createpolicy, fraction 1.0): kLast evict_last (data read again), else evict_first (data read
 // for the last time); 0 on HIP and older GPUs.
 template <bool kLast>
