@@ -4,12 +4,8 @@
 //
 // Warp-specialized, as FlashAttention-3: one block per (tile of 64 x kWarpGroups stacked query rows, key/value head,
 // batch): kWarpGroups (2 or 3) consumer warpgroups (warpgroup w owns rows 64w..64w+63) and one producer warpgroup.
-//   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of
-//     swizzled shared memory (wgmma_sm90.cuh's layout) with cp.async; stage s is refilled once every consumer warp
-//     released it (mbarrier empty_k/v[s]); the copies' completion arrives on full_k/v[s]
-//     (cp.async.mbarrier.arrive). With kTma one thread of it loads each tile instead, a 64-column panel per
-//     tensor-memory-accelerator copy (the hardware's 128-byte swizzle is this layout; rows past Sk come back as
-//     zeros), and the bytes complete on full_k/v[s] (expect_tx).
+//   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of shared
+//     memory, by cp.async or (kTma) the tensor memory accelerator (attention_fwd_sm90_producer.cuh).
 //   consumers (setmaxnreg up to kConsumerRegs): load their query rows, then per key tile wait for full_k/v,
 //     compute, release. The warpgroups take turns at the tensor cores in a ring (named barrier 1 + w: warpgroup w's
 //     turn, signalled by warpgroup w - 1): while one issues its products, the others run their softmax.
@@ -31,6 +27,7 @@
 #include <cuda.h>  // CUtensorMap
 
 #include "attention_fwd_config.cuh"
+#include "attention_fwd_sm90_producer.cuh"
 #include "common.cuh"
 #include "mma_sm80.cuh"
 #include "wgmma_sm90.cuh"
@@ -109,12 +106,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int unmasked_end = p.causal ? std::min(sk, i_min + sk - sq + 1) : sk;
 
   const uint32_t s_q = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t s_k = s_q + Cfg::kOffK, s_v = s_q + Cfg::kOffV, bars = s_q + Cfg::kOffBar;
-  // full_k[s], full_v[s], empty_k[s], empty_v[s]
-  auto full_k = [&](int s) { return bars + s * 8; };
-  auto full_v = [&](int s) { return bars + (kStages + s) * 8; };
-  auto empty_k = [&](int s) { return bars + (2 * kStages + s) * 8; };
-  auto empty_v = [&](int s) { return bars + (3 * kStages + s) * 8; };
+  const uint32_t s_k = s_q + Cfg::kOffK, s_v = s_q + Cfg::kOffV;
+  const Sm90FwdBars<kStages> bars(s_q + Cfg::kOffBar);
+  auto full_k = [&](int s) { return bars.full_k(s); };
+  auto full_v = [&](int s) { return bars.full_v(s); };
+  auto empty_k = [&](int s) { return bars.empty_k(s); };
+  auto empty_v = [&](int s) { return bars.empty_v(s); };
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_k(s), Cfg::kTma ? 1 : 128);
@@ -126,56 +123,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
 
   if (tid >= Cfg::kConsumers) {
-    // Producer warpgroup: chunk `pt % kChunks` of rows pt / kChunks + i * kRowStep of every tile.
     setmaxnreg_dec<Cfg::kProducerRegs>();
-    const int pt = tid - Cfg::kConsumers;
-    if constexpr (Cfg::kTma) {
-      if (pt != 0) return;
-      constexpr int kPanels = kD / 64;
-      constexpr uint32_t kBytes = Cfg::kTileKV;  // the whole box counts, rows past Sk (zeros) included
-      for (int nb = 0; nb < n_blocks; ++nb) {
-        const int s = nb % kStages;
-        const uint32_t parity = ((nb / kStages) & 1) ^ 1;
-        mbar_wait(empty_k(s), parity);
-        mbar_arrive_expect_tx(full_k(s), kBytes);
-#pragma unroll
-        for (int c = 0; c < kPanels; ++c) {
-          tma_load_4d(s_k + s * Cfg::kTileKV + c * kBlockN * 128, &tm_k, 64 * c, nb * kBlockN, hk, b, full_k(s));
-        }
-        mbar_wait(empty_v(s), parity);
-        mbar_arrive_expect_tx(full_v(s), kBytes);
-#pragma unroll
-        for (int c = 0; c < kPanels; ++c) {
-          tma_load_4d(s_v + s * Cfg::kTileKV + c * kBlockN * 128, &tm_v, 64 * c, nb * kBlockN, hk, b, full_v(s));
-        }
-      }
-      return;
-    }
-    constexpr int kRowStep = 128 / kChunks, kIters = kBlockN / kRowStep;
-    const int row0 = pt / kChunks, ch0 = pt % kChunks;
-    const T* k_next = static_cast<const T*>(p.k) + b * p.k_b + hk * p.k_h + static_cast<int64_t>(row0) * p.k_s + ch0 * 8;
-    const T* v_next = static_cast<const T*>(p.v) + b * p.v_b + hk * p.v_h + static_cast<int64_t>(row0) * p.v_s + ch0 * 8;
-    const int64_t k_step = kRowStep * p.k_s, v_step = kRowStep * p.v_s;
-    auto load_rows = [&](uint32_t dst, const T*& next, int64_t step, const T* base, int nb) {
-      const int rows_left = sk - nb * kBlockN - row0;
-#pragma unroll
-      for (int i = 0; i < kIters; ++i) {
-        const bool valid = i * kRowStep < rows_left;  // rows past Sk are zeros (0 * V stays 0 under p = 0)
-        cp_async_16(dst + sw128_offset(row0 + i * kRowStep, ch0, kBlockN), valid ? next + i * step : base, valid);
-      }
-      next += kIters * step;
-    };
-    for (int nb = 0; nb < n_blocks; ++nb) {
-      const int s = nb % kStages;
-      const uint32_t parity = ((nb / kStages) & 1) ^ 1;
-      mbar_wait(empty_k(s), parity);
-      load_rows(s_k + s * Cfg::kTileKV, k_next, k_step, static_cast<const T*>(p.k), nb);
-      mbar_arrive_cp_async(full_k(s));
-      mbar_wait(empty_v(s), parity);
-      load_rows(s_v + s * Cfg::kTileKV, v_next, v_step, static_cast<const T*>(p.v), nb);
-      mbar_arrive_cp_async(full_v(s));
-    }
-    cp_async_wait<0>();
+    sm90_fwd_produce<T, Cfg>(p, &tm_k, &tm_v, tid - Cfg::kConsumers, hk, b, n_blocks, s_k, s_v, bars);
     return;
   }
 
