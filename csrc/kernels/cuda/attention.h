@@ -61,7 +61,8 @@ struct AttentionBackward {
   void* grad_q = nullptr;          // (B, Hq, Sq, D), contiguous
   void* grad_k = nullptr;          // (B, Hk, Sk, D), contiguous; summed over the query heads of each group
   void* grad_v = nullptr;          // (B, Hk, Sk, D), contiguous
-  // Workspace the caller allocates (not initialized): dq_accum (B, Hq, Sq, D) fp32, delta (B, Hq, Sq) fp32.
+  // Workspace the caller allocates (not initialized): dq_accum (B, Hq, Sq, D) fp32 (the order of a row's elements is
+  // the kernels' own), delta (B, Hq, Sq) fp32.
   float* dq_accum = nullptr;
   float* delta = nullptr;
 };

@@ -19,7 +19,8 @@
 //    over all the tile's queries (kQSplit = 1: redundant MMAs, P^T straight from registers), or they split the
 //    queries (kQSplit = kDSplit) and exchange P^T and dS^T through shared memory (FlashAttention-2's layout).
 //    The epilogue writes grad_k = scale * dK and grad_v = dV.
-// 3. flash_attention_bwd_dq_convert_kernel: grad_q = scale * dq_accum, rounded to T.
+// 3. flash_attention_bwd_dq_convert_kernel: grad_q = scale * dq_accum, rounded to T (after the Hopper kernel for
+//    D = 64 and 128, whose dq_accum rows hold their 16-byte chunks permuted, read back in that order).
 //
 // Tiles (kBlockN keys x kBlockM query rows, warps, dynamic shared memory; attention_bwd_tile.cuh). The "wide"
 // tiles split each key slice's queries between its warps; a device that does not let a block use that much
@@ -109,14 +110,24 @@ __global__ void __launch_bounds__(256) flash_attention_bwd_preprocess_kernel(con
 }
 
 // ---------------------------------------------------------------- 3. grad_q = scale * dq_accum
-template <typename T>
+// kSwizzled: dq_accum holds 16-byte chunk c of row R at chunk c ^ (R % 8) of that row (the Hopper kernel's layout for
+// D = 64 and 128: its staged tile goes out in one bulk reduction).
+template <typename T, int kD, bool kSwizzled>
 __global__ void __launch_bounds__(256) flash_attention_bwd_dq_convert_kernel(const float* dq, T* out, float scale,
                                                                               int64_t vecs) {
   constexpr int V = kVec<T>;
+  static_assert(V == 8, "two 16-byte chunks of dq_accum per vector");
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs;
        v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float4 x0 = reinterpret_cast<const float4*>(dq)[2 * v];
-    const float4 x1 = reinterpret_cast<const float4*>(dq)[2 * v + 1];
+    int64_t c0 = 2 * v, c1 = 2 * v + 1;  // float4 chunks
+    if constexpr (kSwizzled) {
+      const int64_t row = v / (kD / 8), s = row & 7;
+      const int64_t c = 2 * (v % (kD / 8)), rb = row * (kD / 4);
+      c0 = rb + (c ^ s);
+      c1 = rb + ((c + 1) ^ s);
+    }
+    const float4 x0 = reinterpret_cast<const float4*>(dq)[c0];
+    const float4 x1 = reinterpret_cast<const float4*>(dq)[c1];
     const float x[V] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     Vec<T, V> y;
 #pragma unroll
@@ -198,8 +209,9 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
     const int64_t blocks = (vecs + 255) / 256;
     const dim3 grid(unsigned(blocks < bwd_max_grid ? blocks : bwd_max_grid));
     {
-      flash_attention_bwd_dq_convert_kernel<T><<<grid, 256, 0, stream>>>(p.dq_accum, static_cast<T*>(p.grad_q),
-                                                                         s.scale, vecs);
+      constexpr bool kSwz = kSm90 && kD != 256;  // the layout of flash_attention_bwd_sm90_kernel
+      flash_attention_bwd_dq_convert_kernel<T, kD, kSwz><<<grid, 256, 0, stream>>>(
+          p.dq_accum, static_cast<T*>(p.grad_q), s.scale, vecs);
     }
     return launch_status();
   }

@@ -9,24 +9,29 @@
 // tiles of kBlockM rows: two stages of Q, dO (wgmma_sm90.cuh's 128-byte swizzled layout) and of the rows' lse,
 // delta and last visible key, copied with cp.async. Per tile:
 //   B1: the tile has landed; every warpgroup is done with the previous one  -> copies of the next tile start;
-//       the previous tile's dQ, staged in shared memory, goes to dq_accum: one bulk reduction per row (the copy
-//       engine adds its kD floats atomically)
-//   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; waited for)
-//   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden; dS^T = P^T (dP^T - delta)
-//   dV_w += P^T dO, dK_w += dS^T Q      (wgmma, A from registers, B MN-major; not waited for)
+//       the previous tile's dQ, staged in shared memory, goes to dq_accum: one bulk reduction of the whole tile
+//       (the copy engine adds its kBlockM x kD floats atomically)
+//   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; kD = 128: S^T waited for first)
+//   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden;
+//   dV_w += P^T dO                      (wgmma, A from registers, B MN-major; not waited for)
+//   dS^T = P^T (dP^T - delta); dK_w += dS^T Q (the same way)
 //   dS^T (rounded to T) to shared memory
 //   B2: both warpgroups' dS^T are there
 //   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major; waited
 //                                        for), staged in shared memory (two buffers, alternate tiles)
 // dQ: with kBlockM = 128 (kD = 64) warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
 // (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
+// dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ (R % 8)), the staged
+// tile's bank-conflict-free order, so that the tile is one contiguous range; the dQ conversion kernel reads them
+// back in that order (attention_bwd.cu).
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
 // their columns between the warpgroups instead.
-// The bulk reductions in place of each thread's fp32 atomics (backward harness, H200, bf16 B4 H32 S4096): kD = 128
-// 369 -> 393 TFLOP/s, causal 328 -> 341; kD = 64 327 -> 333, causal 283 -> 286. dQ's accumulation is still what
-// bounds the kernel: without it (timing only) kD = 128 ran at 580, kD = 64 at 491. Halving its traffic instead, by
-// summing the dQ parts of two adjacent key blocks (a cluster of two blocks, through distributed shared memory)
-// before the atomics, was slower (369 -> 344): a cluster barrier per tile.
+// Measured (backward harness, H200, bf16 B4 H32 S4096, TFLOP/s): each thread's fp32 atomics -> one bulk reduction
+// per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333, causal 283 -> 286. One reduction per tile
+// (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314); with the split waits kD = 128 421-427
+// (causal 365-366; at kD = 64 1-2% slower than without). Without the reduction (timing only; dQ still computed and
+// staged) kD = 128 runs at 476-482 (causal 411), kD = 64 at 396-399 (causal 337). Halving its traffic instead, by summing the dQ parts of two adjacent key blocks (a cluster of two
+// blocks, through distributed shared memory) before the atomics, was slower (369 -> 344): a cluster barrier per tile.
 #pragma once
 
 #include "compat.cuh"
@@ -56,9 +61,13 @@ struct Sm90BwdConfig {
   static constexpr int kRow = kBlockM * 4;
   static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
                        kOffLse = kOffDS + kDS, kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
-  // dQ parts, staged for the bulk reductions: two buffers of kBlockM rows of kD floats, rows 16 bytes apart more
-  // than their length (the float2 stores of a warp's eight rows then fall in different banks).
-  static constexpr int kDqRow = kD * 4 + 16, kDqBuf = kBlockM * kDqRow;
+  // dQ parts, staged for the bulk reductions: two buffers of kBlockM rows of kD floats in dq_accum's layout (16-byte
+  // chunk c of packed row R at chunk c ^ (R % 8): the float2 stores of a warp's eight rows fall in different banks),
+  // so that a tile goes out in one reduction.
+  static constexpr int kDqRow = kD * 4, kDqBuf = kBlockM * kDqRow;
+  // kD = 128: S^T and dP^T waited for one after the other (P^T computed and dV's products issued while dP^T is on the
+  // tensor cores); kD = 64: both at once (the split was 1-2% slower there).
+  static constexpr bool kSplitWaits = kD == 128;
   static constexpr int kOffDq = kOffLim + 2 * kRow;
   static constexpr int kSmem = kOffDq + 2 * kDqBuf + 1024;
   static constexpr bool kDqByRows = kBlockM == 128;  // dQ split between the warpgroups by rows, else by columns
@@ -67,7 +76,6 @@ struct Sm90BwdConfig {
   static_assert(BwdTraits<kD, Walk>::kThreads == kThreads, "the walk copies with every thread");
   static_assert(kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles start at 1024-byte boundaries");
   static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kSmem <= 232448, "bulk copies: 16-byte aligned rows");
-  static_assert(kThreads >= kBlockM, "a thread per dQ row issues its reduction");
 };
 
 template <typename T, typename Cfg>
@@ -118,16 +126,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   int stage = 0;
   const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;  // this warpgroup's 64 rows of each panel
   const float scale_log2 = a.scale_log2;
-  // dQ of a tile: staged in shared memory (buffer dq_buf), added into dq_accum by bulk reductions issued after the
-  // next B1, one per row by thread `row`; dq_prev: the first row of the tile staged last (-1: none yet).
+  // dQ of a tile: staged in shared memory (buffer dq_buf), added into dq_accum by one bulk reduction that thread 0
+  // issues after the next B1; dq_prev: the first row of the tile staged last (-1: none yet).
   int dq_buf = 0;
   int64_t dq_prev = -1;
   auto reduce_staged = [&]() {  // after a barrier that follows the staging stores (and their proxy fence)
-    if (tid < kBlockM) {
-      const int64_t r = dq_prev + tid;
-      if (dq_prev >= 0 && r < rows) {
-        bulk_reduce_add_f32(p.dq_accum + (row_base + r) * kD, base + Cfg::kOffDq + (dq_buf ^ 1) * Cfg::kDqBuf +
-                            tid * Cfg::kDqRow, kD * 4);
+    if (tid == 0) {
+      if (dq_prev >= 0) {
+        const int64_t n = rows - dq_prev < kBlockM ? rows - dq_prev : kBlockM;
+        bulk_reduce_add_f32(p.dq_accum + (row_base + dq_prev) * kD, base + Cfg::kOffDq + (dq_buf ^ 1) * Cfg::kDqBuf,
+                            static_cast<uint32_t>(n * kD * 4));
       }
       bulk_commit();  // a group on every tile, empty or not, so that wait_read<1> below means "two tiles ago"
     }
@@ -161,31 +169,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     };
     wgmma_fence();
     key_by_query(s, k_wg, sQ);
+    if constexpr (Cfg::kSplitWaits) wgmma_commit();
     key_by_query(dp, v_wg, sDO);
     wgmma_commit();
-    wgmma_wait<0>();
+    if constexpr (Cfg::kSplitWaits) {
+      wgmma_wait<1>();  // S^T
+    } else {
+      wgmma_wait<0>();
+      fence_regs(dp);
+    }
     fence_regs(s);
-    fence_regs(dp);
 
-    // P^T and dS^T in place. Element e of column tile nt: key key0 + 8 (e >> 1), query 8 nt + 2t + (e & 1). A
-    // warp whose 16 keys every query of the tile sees (no causal edge, no key past Sk, no row past G * Sq, no
-    // row without keys, whose lse is -inf) skips the select.
-    auto probs = [&](auto masked) {
+    // P^T in place (kWithDs: and dS^T = P^T (dP^T - delta) in the same pass). Element e of column tile nt: key
+    // key0 + 8 (e >> 1), query 8 nt + 2t + (e & 1). A warp whose 16 keys every query of the tile sees (no causal
+    // edge, no key past Sk, no row past G * Sq, no row without keys, whose lse is -inf) skips the select.
+    auto probs = [&](auto masked, auto with_ds) {
+      constexpr bool kMasked = decltype(masked)::value, kWithDs = decltype(with_ds)::value;
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int q = 8 * nt + 2 * t + c;
-          const float lse2 = lse_t[q] * kLog2e, dl = dlt_t[q];
+          const float lse2 = lse_t[q] * kLog2e;
+          const float dl = kWithDs ? dlt_t[q] : 0.f;
           int lim = 0;
-          if constexpr (decltype(masked)::value) lim = lim_t[q];
+          if constexpr (kMasked) lim = lim_t[q];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int e = nt * 4 + 2 * h + c;
             float pr = exp2_approx(fmaf(s[e], scale_log2, -lse2));
-            if constexpr (decltype(masked)::value) pr = key0 + 8 * h <= lim ? pr : 0.f;
+            if constexpr (kMasked) pr = key0 + 8 * h <= lim ? pr : 0.f;
             s[e] = pr;
-            dp[e] = pr * (dp[e] - dl);
+            if constexpr (kWithDs) dp[e] = pr * (dp[e] - dl);
           }
         }
       }
@@ -193,34 +208,54 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     bool all_visible = true;
 #pragma unroll
     for (int j = lane; j < kBlockM; j += 32) all_visible &= lim_t[j] >= wg * 64 + warp_in_wg * 16 + 15;
+    constexpr std::bool_constant<!Cfg::kSplitWaits> kDsWithP{};
     if (__all_sync(0xffffffffu, all_visible)) {
-      probs(std::false_type{});
+      probs(std::false_type{}, kDsWithP);
     } else {
-      probs(std::true_type{});
+      probs(std::true_type{}, kDsWithP);
     }
-
     // A fragments (k = query) of P^T and dS^T: column tiles 2kk and 2kk + 1 side by side (wgmma_sm90.cuh).
+    auto pack = [&](const float(&x)[kBlockM / 2], uint32_t(&f)[kBlockM / 16][4]) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) f[kk][i] = pack2<T>(x[(2 * kk + (i >> 1)) * 4 + 2 * (i & 1)],
+                                                        x[(2 * kk + (i >> 1)) * 4 + 2 * (i & 1) + 1]);
+      }
+    };
+    // dV_w += P^T dO, dK_w += dS^T Q: m64 (keys) x kD, k = the tile's queries; B = dO / Q MN-major. Not waited
+    // for here. kSplitWaits: dV's products issued before dP^T is waited for, dK's after dS^T; else together.
     uint32_t pa[kBlockM / 16][4], pd[kBlockM / 16][4];
+    pack(s, pa);
+    auto b_desc = [&](uint32_t tile, int kk) { return smem_desc(tile + kk * 16 * 128, kBlockM * 128, 1024); };
+    if constexpr (Cfg::kSplitWaits) {
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      pa[kk][0] = pack2<T>(s[(2 * kk) * 4 + 0], s[(2 * kk) * 4 + 1]);
-      pa[kk][1] = pack2<T>(s[(2 * kk) * 4 + 2], s[(2 * kk) * 4 + 3]);
-      pa[kk][2] = pack2<T>(s[(2 * kk + 1) * 4 + 0], s[(2 * kk + 1) * 4 + 1]);
-      pa[kk][3] = pack2<T>(s[(2 * kk + 1) * 4 + 2], s[(2 * kk + 1) * 4 + 3]);
-      pd[kk][0] = pack2<T>(dp[(2 * kk) * 4 + 0], dp[(2 * kk) * 4 + 1]);
-      pd[kk][1] = pack2<T>(dp[(2 * kk) * 4 + 2], dp[(2 * kk) * 4 + 3]);
-      pd[kk][2] = pack2<T>(dp[(2 * kk + 1) * 4 + 0], dp[(2 * kk + 1) * 4 + 1]);
-      pd[kk][3] = pack2<T>(dp[(2 * kk + 1) * 4 + 2], dp[(2 * kk + 1) * 4 + 3]);
-    }
-
-    // dV_w += P^T dO, dK_w += dS^T Q: m64 (keys) x kD, k = the tile's queries; B = dO / Q MN-major.
-    wgmma_fence();
+      for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma_rs_acc<T, kD, 1>(dv, pa[kk], b_desc(sDO, kk));
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T (dV's products may still run)
+      fence_regs(dp);
 #pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      const uint64_t ddo = smem_desc(sDO + kk * 16 * 128, kBlockM * 128, 1024);
-      const uint64_t dq = smem_desc(sQ + kk * 16 * 128, kBlockM * 128, 1024);
-      wgmma_rs_acc<T, kD, 1>(dv, pa[kk], ddo);
-      wgmma_rs_acc<T, kD, 1>(dk, pd[kk], dq);
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float dl = dlt_t[8 * nt + 2 * t + c];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) dp[nt * 4 + 2 * h + c] = s[nt * 4 + 2 * h + c] * (dp[nt * 4 + 2 * h + c] - dl);
+        }
+      }
+      pack(dp, pd);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma_rs_acc<T, kD, 1>(dk, pd[kk], b_desc(sQ, kk));
+    } else {
+      pack(dp, pd);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        wgmma_rs_acc<T, kD, 1>(dv, pa[kk], b_desc(sDO, kk));
+        wgmma_rs_acc<T, kD, 1>(dk, pd[kk], b_desc(sQ, kk));
+      }
     }
     wgmma_commit();
 
@@ -235,7 +270,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       }
     }
     fence_proxy_async();
-    if (tid < kBlockM) bulk_wait_read<1>();  // the reduction of two tiles ago has read buffer dq_buf
+    if (tid == 0) bulk_wait_read<1>();  // the reduction of two tiles ago has read buffer dq_buf
     __syncthreads();  // B2
 
     // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
@@ -258,14 +293,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 
     const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
     const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
-    float* const staged = reinterpret_cast<float*>(base_ptr + Cfg::kOffDq + dq_buf * Cfg::kDqBuf);
+    {  // dQ's rows in dq_accum's order (kDqRow): chunk c of tile row r at c ^ ((first packed row + r) % 8)
+      unsigned char* const staged = base_ptr + Cfg::kOffDq + dq_buf * Cfg::kDqBuf;
+      const int rb = static_cast<int>((row_base + m0) & 7), c0 = q_col >> 2;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float* const row = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(staged) +
-                                                  (q_row + 8 * h) * Cfg::kDqRow) + q_col;
+      for (int h = 0; h < 2; ++h) {
+        const int row = q_row + 8 * h, rs = (row + rb) & 7;
+        unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<float2*>(row + 8 * j) = make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
+        for (int j = 0; j < 8; ++j) {
+          *reinterpret_cast<float2*>(rp + (((c0 + 2 * j) ^ rs) << 4)) =
+              make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
+        }
       }
     }
     dq_prev = m0;
@@ -276,7 +315,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   fence_proxy_async();
   __syncthreads();
   reduce_staged();  // the last tile's dQ
-  if (tid < kBlockM) bulk_wait<0>();
+  if (tid == 0) bulk_wait<0>();
 
   // grad_k = scale * dK, grad_v = dV: (B, Hk, Sk, D) contiguous, rows past Sk not written.
   const float scale = p.shape.scale;
