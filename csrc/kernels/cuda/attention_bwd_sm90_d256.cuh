@@ -32,8 +32,12 @@
 // TFLOP/s against the mma.sync kernel, causal 201 -> 255. The hand-over split of the probabilities (in place of
 // warpgroup 0 computing them all while warpgroup 1 waited) gave 264 -> 278. The dQ atomics are what bounds it:
 // the same kernel without them ran at 497 TFLOP/s. They are 64 keys' worth of dQ per query row and tile, twice
-// the traffic per product of the kD = 128 kernel's 128-key blocks, and the L2's atomic throughput, not contention
-// on the same rows, is the limit (starting each block's walk at a different query tile changed nothing).
+// the traffic per product of the kD = 128 kernel's 128-key blocks (17.2 GB of adds at B4 H16 S4096, about 1.75 TB/s
+// at 280 TFLOP/s, under half of the 3.8 TB/s an H200's L2 sums: what costs is the instructions and the waits, not
+// the L2's throughput; starting each block's walk at a different query tile changed nothing). Staging dQ in the
+// tile's own Q / dO stage once dV and dK are done (its only free shared memory) and adding it by one bulk
+// reduction per row, with the next tile's copies moved after the hand-over, was slower (2026-11-27: 280 -> 265
+// TFLOP/s, causal 255 -> 245).
 #pragma once
 
 #include "compat.cuh"
