@@ -30,8 +30,10 @@
 // per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333, causal 283 -> 286. One reduction per tile
 // (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314); with the split waits kD = 128 421-427
 // (causal 365-366; at kD = 64 1-2% slower than without). Without the reduction (timing only; dQ still computed and
-// staged) kD = 128 runs at 476-482 (causal 411), kD = 64 at 396-399 (causal 337). Halving its traffic instead, by summing the dQ parts of two adjacent key blocks (a cluster of two
-// blocks, through distributed shared memory) before the atomics, was slower (369 -> 344): a cluster barrier per tile.
+// staged) kD = 128 runs at 476-482 (causal 411), kD = 64 at 396-399 (causal 337); an H200's L2 sums about 3.8 TB/s
+// of fp32 reductions, the kernel needs 1.2-1.4. Halving dQ's traffic instead, by summing the dQ parts of two
+// adjacent key blocks (a cluster of two blocks, through distributed shared memory) before the atomics, was slower
+// (369 -> 344): a cluster barrier per tile.
 #pragma once
 
 #include "compat.cuh"
