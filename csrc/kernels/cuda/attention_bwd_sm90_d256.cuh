@@ -30,8 +30,10 @@
 //
 // Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H16 S4096): 213 -> 278
 // TFLOP/s against the mma.sync kernel, causal 201 -> 255. The hand-over split of the probabilities (in place of
-// warpgroup 0 computing them all while warpgroup 1 waited) gave 264 -> 278. The dQ atomics are what bounds it:
-// the same kernel without them ran at 497 TFLOP/s. They are 64 keys' worth of dQ per query row and tile, twice
+// warpgroup 0 computing them all while warpgroup 1 waited) gave 264 -> 278. The same kernel without the dQ atomics
+// ran at 497 TFLOP/s, but with nothing reading dQ's accumulators the compiler drops the dQ products too, so that
+// is the kernel without dQ at all (2026-11-27: the same holds for the 11-26 figure of the kD = 64 / 128 kernel).
+// The atomics are 64 keys' worth of dQ per query row and tile, twice
 // the traffic per product of the kD = 128 kernel's 128-key blocks (17.2 GB of adds at B4 H16 S4096, about 1.75 TB/s
 // at 280 TFLOP/s, under half of the 3.8 TB/s an H200's L2 sums: what costs is the instructions and the waits, not
 // the L2's throughput; starting each block's walk at a different query tile changed nothing). Staging dQ in the
