@@ -4,36 +4,46 @@
 // built: the same arguments (BwdArgs), the same walk over the query tiles (BwdQueryWalk, with this kernel's
 // shared-memory layout), the same results (grad_k, grad_v; dQ added into dq_accum, here by bulk reductions).
 //
-// One block of two warpgroups per (128 keys, key/value head, batch); warpgroup w owns keys 64w..64w+63 and keeps
-// their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
-// tiles of kBlockM rows: two stages of Q, dO (wgmma_sm90.cuh's 128-byte swizzled layout) and of the rows' lse,
-// delta and last visible key, copied with cp.async. Per tile:
-//   B1: the tile has landed; every warpgroup is done with the previous one  -> copies of the next tile start;
-//       the previous tile's dQ, staged in shared memory, goes to dq_accum: one bulk reduction of the whole tile
-//       (the copy engine adds its kBlockM x kD floats atomically)
+// One block per (128 keys, key/value head, batch), three warpgroups with different roles (warp specialization):
+//   warpgroup 0, the producer (setmaxnreg down to kProducerRegs): copies K and V once, then each query tile's Q, dO
+//     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
+//     with cp.async, once both math warpgroups have released the stage (mbarrier empty[s]), and signals full[s]
+//     (the arrival of each thread's copies, then a plain arrival for its plain stores of the key limits). Its
+//     thread 0 also adds each tile's dQ part, once the math warpgroups have staged it (dq_full[b]), into dq_accum
+//     with one bulk reduction of the whole tile (the copy engine adds its kBlockM x kD floats atomically) and,
+//     when the reduction before it has read its buffer, hands that buffer back (dq_empty[b]).
+//   warpgroups 1 and 2, the math (setmaxnreg up to kMathRegs): math warpgroup w owns keys 64w..64w+63 and keeps
+//     their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
+//     tiles of kBlockM rows. Per tile, once full[s]:
 //   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; kD = 128: S^T waited for first)
 //   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden;
 //   dV_w += P^T dO                      (wgmma, A from registers, B MN-major; not waited for)
 //   dS^T = P^T (dP^T - delta); dK_w += dS^T Q (the same way)
-//   dS^T (rounded to T) to shared memory
-//   B2: both warpgroups' dS^T are there
-//   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major; waited
-//                                        for), staged in shared memory (two buffers, alternate tiles)
-// dQ: with kBlockM = 128 (kD = 64) warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
+//   named barrier 1: both math warpgroups are done with the previous tile's dQ products (which read dS^T)
+//   dS^T (rounded to T) to shared memory; named barrier 2: both warpgroups' dS^T are there
+//   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major), waited
+//                                        for with dV / dK; release the stage (empty[s]); stage dQ_part in buffer
+//                                        b (two, alternate tiles) once dq_empty[b], then dq_full[b]
+// The math warpgroups issue no copy and never wait for a reduction of the tile they just finished.
+// dQ: with kBlockM = 128 (kD = 64) math warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
 // (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
 // dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ (R % 8)), the staged
 // tile's bank-conflict-free order, so that the tile is one contiguous range; the dQ conversion kernel reads them
 // back in that order (attention_bwd.cu).
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
 // their columns between the warpgroups instead.
-// Measured (backward harness, H200, bf16 B4 H32 S4096, TFLOP/s): each thread's fp32 atomics -> one bulk reduction
-// per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333, causal 283 -> 286. One reduction per tile
-// (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314); with the split waits kD = 128 421-427
-// (causal 365-366; at kD = 64 1-2% slower than without). Without the reduction (timing only; dQ still computed and
-// staged) kD = 128 runs at 476-482 (causal 411), kD = 64 at 396-399 (causal 337); an H200's L2 sums about 3.8 TB/s
-// of fp32 reductions, the kernel needs 1.2-1.4. Halving dQ's traffic instead, by summing the dQ parts of two
-// adjacent key blocks (a cluster of two blocks, through distributed shared memory) before the atomics, was slower
-// (369 -> 344): a cluster barrier per tile.
+// Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H32 S4096, TFLOP/s): each
+// thread's fp32 atomics -> one bulk reduction per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333,
+// causal 283 -> 286. One reduction per tile (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314);
+// with the split waits kD = 128 418-427 (causal 362-366; at kD = 64 1-2% slower than without). Warp-specialized
+// (2026-11-28; before, two warpgroups of 256 threads issued the copies and thread 0 the reductions, between two
+// block-wide barriers per tile): kD = 128 444-448 (causal 370), kD = 64 380 (causal 321-322), Hq32 Hk8 S2048 causal
+// 279-280 (level). Tried there and slower: the producer at 24 registers (the math warpgroups at 240; the producer
+// spills 500 bytes: kD = 128 393-400), its copy loop not unrolled (kD = 64 causal 272-316 against 321), a tile's dQ
+// staged at the next tile while its S^T (or S^T and dP^T) run (398 at kD = 128; with both, 388 bytes of spills),
+// dQ's products issued before dK's and dK's left to run into the next tile (400).
+// Halving dQ's traffic instead, by summing the dQ parts of two adjacent key blocks (a cluster of two blocks, through
+// distributed shared memory) before the atomics, was slower (369 -> 344): a cluster barrier per tile.
 #pragma once
 
 #include "compat.cuh"
@@ -52,11 +62,19 @@ namespace {
 template <int kD_>
 struct Sm90BwdConfig {
   static constexpr int kD = kD_;
-  static constexpr int kBlockN = 128;                  // keys per block: 64 per warpgroup
+  static constexpr int kBlockN = 128;                  // keys per block: 64 per math warpgroup
   static constexpr int kBlockM = kD == 64 ? 128 : 64;  // query rows per tile
-  static constexpr int kThreads = 256;
-  // The walk's view of the tile (BwdTraits): 256 threads, lse and delta by cp.async.
-  using Walk = BwdTile<kBlockN, kBlockM, 1, 16, 1, true>;
+  static constexpr int kThreads = 384;                 // the producer warpgroup, then two math warpgroups
+  // Registers per thread after setmaxnreg: the math warpgroups take what the producer gives back (the CTA's pool,
+  // at the launch's even share of 168): 40 / 232. At 24 / 240 the producer spills 500 bytes and the kernel is slower
+  // (measured above).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kMathRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
+  static_assert(2 * (kMathRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
+  static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0 && kMathRegs <= 256, "setmaxnreg: 24..256, by 8");
+  // The producer's view of the walk (BwdTraits): 128 threads, lse and delta by cp.async.
+  using Walk = BwdTile<kBlockN, kBlockM, 1, 32, 1, true>;
   // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, dS^T (kBlockN rows
   // of kBlockM queries), two stages of lse / delta / key limits.
   static constexpr int kKV = kBlockN * kD * 2, kQ = kBlockM * kD * 2, kDS = kBlockN * kBlockM * 2;
@@ -71,13 +89,15 @@ struct Sm90BwdConfig {
   // tensor cores); kD = 64: both at once (the split was 1-2% slower there).
   static constexpr bool kSplitWaits = kD == 128;
   static constexpr int kOffDq = kOffLim + 2 * kRow;
-  static constexpr int kSmem = kOffDq + 2 * kDqBuf + 1024;
+  static constexpr int kOffBar = kOffDq + 2 * kDqBuf;  // mbarriers: full[2], empty[2], dq_full[2], dq_empty[2]
+  static constexpr int kSmem = kOffBar + 8 * 8 + 1024;
   static constexpr bool kDqByRows = kBlockM == 128;  // dQ split between the warpgroups by rows, else by columns
   static_assert(kD == 64 || kD == 128, "wgmma n = head dim for dK / dV: 64 or 128 here");
   static_assert(kBlockM == 64 || kBlockM == 128, "wgmma n = query tile for S^T / dP^T: 64 or 128");
-  static_assert(BwdTraits<kD, Walk>::kThreads == kThreads, "the walk copies with every thread");
+  static_assert(BwdTraits<kD, Walk>::kThreads == 128, "the producer warpgroup copies");
   static_assert(kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles start at 1024-byte boundaries");
-  static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kSmem <= 232448, "bulk copies: 16-byte aligned rows");
+  static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kOffBar % 8 == 0 && kSmem <= 232448,
+                "bulk copies: 16-byte aligned rows");
 };
 
 template <typename T, typename Cfg>
@@ -87,8 +107,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 #else
   using namespace sm90;
   constexpr int kD = Cfg::kD, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM;
-  constexpr int kNT = kBlockM / 8;  // 8-query column tiles of S^T / dP^T per thread
-  constexpr int kDT = kD / 8;       // 8-column tiles of dK / dV per thread
+  constexpr int kNT = kBlockM / 8;
+  constexpr int kDT = kD / 8;
   const AttentionBackward& p = a.p;
 
   extern __shared__ __align__(1024) unsigned char bwd90_smem[];
@@ -96,62 +116,116 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = bwd90_smem + (base - raw);
   const uint32_t sK = base + Cfg::kOffK, sV = base + Cfg::kOffV, sDS = base + Cfg::kOffDS;
-  float* const s_lse = reinterpret_cast<float*>(base_ptr + Cfg::kOffLse);      // [2][kBlockM], natural log
-  float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);  // [2][kBlockM]
-  int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);          // [2][kBlockM]: last key - n_base
+  float* const s_lse = reinterpret_cast<float*>(base_ptr + Cfg::kOffLse);
+  float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);
+  int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);
+  const uint32_t bars = base + Cfg::kOffBar;
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 16 + 8 * s; };
+  auto dq_full = [&](int s) { return bars + 32 + 8 * s; };
+  auto dq_empty = [&](int s) { return bars + 48 + 8 * s; };
 
-  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  const int g = lane >> 2, t = lane & 3;
-  const int key0 = wg * 64 + warp_in_wg * 16 + g;  // this thread's keys in the block: key0 and key0 + 8
-
+  const int tid = threadIdx.x, lane = tid & 31;
   const BwdBlock blk(a, kBlockN);
   const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
   const int64_t sk = p.shape.seq_k, rows = a.group_rows;
-  const int64_t n_base = blk.n_base, row_base = blk.row_base;  // row_base: packed row 0 of the head in (B, Hq, Sq)
-  blk.load_kv<T, kD, kBlockN, Cfg::kThreads, PanelTile<kBlockN>>(p, sK, sV);
+  const int64_t n_base = blk.n_base, row_base = blk.row_base;
 
-  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
-  auto load = [&](int s) {
-    walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
-              s_delta + s * kBlockM, s_lim + s * kBlockM);
-  };
+  if (tid == 0) {
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(full(s), 256);  // 128 producer threads: their cp.async copies, then their plain stores
+      mbar_init(empty(s), 8);   // the math warps, lane 0 each
+      mbar_init(dq_full(s), 256);
+      mbar_init(dq_empty(s), 1);
+    }
+  }
+  __syncthreads();
 
-  float dv[kD / 2], dk[kD / 2];  // accumulators: keys key0 + 8 (e / 2), columns 8j + 2t + (e % 2)
+  if (tid < 128) {  // the producer warpgroup
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
+    blk.load_kv<T, kD, kBlockN, 128, PanelTile<kBlockN>>(p, sK, sV);  // lands with the first tile's copies
+    // Thread 0: tile j's dQ (first row m0), staged in buffer j % 2, into dq_accum; then buffer (j - 1) % 2, which
+    // the reduction of tile j - 1 read, back to the math warpgroups.
+    auto reduce = [&](int j, int64_t m0) {
+      const int buf = j & 1;
+      mbar_wait(dq_full(buf), (j >> 1) & 1);
+      const int64_t n = rows - m0 < kBlockM ? rows - m0 : kBlockM;
+      bulk_reduce_add_f32(p.dq_accum + (row_base + m0) * kD, base + Cfg::kOffDq + buf * Cfg::kDqBuf,
+                          static_cast<uint32_t>(n * kD * 4));
+      bulk_commit();
+      bulk_wait_read<1>();
+      if (j > 0) mbar_arrive(dq_empty(buf ^ 1));
+    };
+    walk.next();
+    int j = 0;
+    int64_t prev_m0 = 0;
+    while (!walk.done()) {
+      const int s = j & 1;
+      mbar_wait(empty(s), ((j >> 1) & 1) ^ 1);
+      walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
+                s_delta + s * kBlockM, s_lim + s * kBlockM);
+      mbar_arrive_cp_async(full(s));
+      mbar_arrive(full(s));
+      if (tid == 0 && j > 0) reduce(j - 1, prev_m0);
+      prev_m0 = static_cast<int64_t>(walk.m) * kBlockM;
+      walk.step();
+      walk.next();
+      ++j;
+    }
+    if (tid == 0 && j > 0) {
+      reduce(j - 1, prev_m0);
+      bulk_wait<0>();
+    }
+    cp_async_wait<0>();  // K and V, when no tile was visible
+    return;
+  }
+
+  setmaxnreg_inc<Cfg::kMathRegs>();
+  const int mt = tid - 128, wg = mt >> 7, warp_in_wg = (mt >> 5) & 3;
+  const int g = lane >> 2, t = lane & 3;
+  const int key0 = wg * 64 + warp_in_wg * 16 + g;
+
+  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);  // its cursor only
+
+  float dv[kD / 2], dk[kD / 2];
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) dv[i] = dk[i] = 0.f;
   fence_regs(dv);
   fence_regs(dk);
 
-  walk.next();
-  if (!walk.done()) load(0);
-  cp_async_commit();  // group: K, V and the first query tile
-  int stage = 0;
-  const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;  // this warpgroup's 64 rows of each panel
+  const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;
   const float scale_log2 = a.scale_log2;
-  // dQ of a tile: staged in shared memory (buffer dq_buf), added into dq_accum by one bulk reduction that thread 0
-  // issues after the next B1; dq_prev: the first row of the tile staged last (-1: none yet).
-  int dq_buf = 0;
-  int64_t dq_prev = -1;
-  auto reduce_staged = [&]() {  // after a barrier that follows the staging stores (and their proxy fence)
-    if (tid == 0) {
-      if (dq_prev >= 0) {
-        const int64_t n = rows - dq_prev < kBlockM ? rows - dq_prev : kBlockM;
-        bulk_reduce_add_f32(p.dq_accum + (row_base + dq_prev) * kD, base + Cfg::kOffDq + (dq_buf ^ 1) * Cfg::kDqBuf,
-                            static_cast<uint32_t>(n * kD * 4));
+  const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
+  const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
+  float dqa[32];  // dQ_part of a tile: m64 x 64 (rows q_row, q_row + 8; columns q_col + 8 j + (0, 1))
+  // Tile jj's dQ part (first row m0) into buffer jj % 2 once the reduction two tiles back has read it; then tell
+  // the producer's thread 0.
+  auto stage_dq = [&](int jj, int64_t m0) {
+    const int buf = jj & 1;
+    mbar_wait(dq_empty(buf), ((jj >> 1) & 1) ^ 1);
+    unsigned char* const staged = base_ptr + Cfg::kOffDq + buf * Cfg::kDqBuf;
+    const int rb = static_cast<int>((row_base + m0) & 7), c0 = q_col >> 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = q_row + 8 * h, rs = (row + rb) & 7;
+      unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
+#pragma unroll
+      for (int jc = 0; jc < 8; ++jc) {
+        *reinterpret_cast<float2*>(rp + (((c0 + 2 * jc) ^ rs) << 4)) =
+            make_float2(dqa[4 * jc + 2 * h], dqa[4 * jc + 2 * h + 1]);
       }
-      bulk_commit();  // a group on every tile, empty or not, so that wait_read<1> below means "two tiles ago"
     }
+    fence_proxy_async();
+    mbar_arrive(dq_full(buf));
   };
+  walk.next();
+  int j = 0;
   while (!walk.done()) {
     const int64_t m0 = static_cast<int64_t>(walk.m) * kBlockM;
-    cp_async_wait<0>();
+    const int stage = j & 1;
+    mbar_wait(full(stage), (j >> 1) & 1);
     fence_proxy_async();
-    __syncthreads();  // B1
-    reduce_staged();
-    walk.step();
-    walk.next();
-    if (!walk.done()) load(stage ^ 1);
-    cp_async_commit();
 
     const uint32_t sQ = base + Cfg::kOffQ + stage * Cfg::kQ, sDO = base + Cfg::kOffDO + stage * Cfg::kQ;
     const float* lse_t = s_lse + stage * kBlockM;
@@ -209,7 +283,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     };
     bool all_visible = true;
 #pragma unroll
-    for (int j = lane; j < kBlockM; j += 32) all_visible &= lim_t[j] >= wg * 64 + warp_in_wg * 16 + 15;
+    for (int jj = lane; jj < kBlockM; jj += 32) all_visible &= lim_t[jj] >= wg * 64 + warp_in_wg * 16 + 15;
     constexpr std::bool_constant<!Cfg::kSplitWaits> kDsWithP{};
     if (__all_sync(0xffffffffu, all_visible)) {
       probs(std::false_type{}, kDsWithP);
@@ -261,6 +335,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     }
     wgmma_commit();
 
+    if (j > 0) named_sync(1, 256);  // both math warpgroups are done with the previous tile's dQ products
     // dS^T to shared memory: key rows (kBlockN), query columns (kBlockM); query 8nt + 2t + c in chunk nt, byte 4t.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -272,12 +347,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       }
     }
     fence_proxy_async();
-    if (tid == 0) bulk_wait_read<1>();  // the reduction of two tiles ago has read buffer dq_buf
-    __syncthreads();  // B2
+    named_sync(2, 256);  // both warpgroups' dS^T are there
 
     // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
     // (its 64-query panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
-    float dqa[32];
     const uint32_t ds_a = sDS + (Cfg::kDqByRows ? wg * kBlockN * 128 : 0);
     const uint32_t k_b = sK + (Cfg::kDqByRows ? 0 : wg * kBlockN * 128);
     wgmma_fence();
@@ -292,32 +365,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     fence_regs(dqa);
     fence_regs(dv);
     fence_regs(dk);
-
-    const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
-    const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
-    {  // dQ's rows in dq_accum's order (kDqRow): chunk c of tile row r at c ^ ((first packed row + r) % 8)
-      unsigned char* const staged = base_ptr + Cfg::kOffDq + dq_buf * Cfg::kDqBuf;
-      const int rb = static_cast<int>((row_base + m0) & 7), c0 = q_col >> 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = q_row + 8 * h, rs = (row + rb) & 7;
-        unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          *reinterpret_cast<float2*>(rp + (((c0 + 2 * j) ^ rs) << 4)) =
-              make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
-        }
-      }
-    }
-    dq_prev = m0;
-    dq_buf ^= 1;
-    stage ^= 1;
+    if (lane == 0) mbar_arrive(empty(stage));  // this warp is done with the stage
+    stage_dq(j, m0);
+    walk.step();
+    walk.next();
+    ++j;
   }
-  cp_async_wait<0>();  // no copy left in flight at exit (when no query tile was visible)
-  fence_proxy_async();
-  __syncthreads();
-  reduce_staged();  // the last tile's dQ
-  if (tid == 0) bulk_wait<0>();
 
   // grad_k = scale * dK, grad_v = dV: (B, Hk, Sk, D) contiguous, rows past Sk not written.
   const float scale = p.shape.scale;
@@ -325,9 +378,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   T* gv = static_cast<T*>(p.grad_v);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t j = n_base + key0 + 8 * h;
-    if (j < sk) {
-      const int64_t off = ((b * hk_count + hk) * sk + j) * kD + 2 * t;
+    const int64_t jk = n_base + key0 + 8 * h;
+    if (jk < sk) {
+      const int64_t off = ((b * hk_count + hk) * sk + jk) * kD + 2 * t;
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
         *reinterpret_cast<uint32_t*>(gk + off + 8 * dt) =
