@@ -8,7 +8,7 @@
 //   warpgroup 0, the producer (setmaxnreg down to kProducerRegs): copies K and V once, then each query tile's Q, dO
 //     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
 //     with cp.async, once both math warpgroups have released the stage (mbarrier empty[s]), and signals full[s]
-//     (the arrival of each thread's copies, then a plain arrival for its plain stores of the key limits). Its
+//     (each thread waits for its own copies, then arrives: one release of its copies and its stores). Its
 //     thread 0 also adds each tile's dQ part, once the math warpgroups have staged it (dq_full[b]), into dq_accum
 //     with one bulk reduction of the whole tile (the copy engine adds its kBlockM x kD floats atomically) and,
 //     when the reduction before it has read its buffer, hands that buffer back (dq_empty[b]).
@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 
   if (tid == 0) {
     for (int s = 0; s < 2; ++s) {
-      mbar_init(full(s), 256);  // 128 producer threads: their cp.async copies, then their plain stores
-      mbar_init(empty(s), 8);   // the math warps, lane 0 each
+      mbar_init(full(s), 256);   // the producer's threads: their copies' arrival, then their own
+      mbar_init(empty(s), 256);  // the math threads
       mbar_init(dq_full(s), 256);
       mbar_init(dq_empty(s), 1);
     }
@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       mbar_wait(empty(s), ((j >> 1) & 1) ^ 1);
       walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
                 s_delta + s * kBlockM, s_lim + s * kBlockM);
-      mbar_arrive_cp_async(full(s));
-      mbar_arrive(full(s));
+      mbar_arrive_cp_async(full(s));  // once this thread's copies have landed
+      mbar_arrive(full(s));           // releases its plain stores of the key limits
       if (tid == 0 && j > 0) reduce(j - 1, prev_m0);
       prev_m0 = static_cast<int64_t>(walk.m) * kBlockM;
       walk.step();
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     fence_regs(dqa);
     fence_regs(dv);
     fence_regs(dk);
-    if (lane == 0) mbar_arrive(empty(stage));  // this warp is done with the stage
+    mbar_arrive(empty(stage));  // this thread is done with the stage
     stage_dq(j, m0);
     walk.step();
     walk.next();
