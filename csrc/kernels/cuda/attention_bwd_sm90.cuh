@@ -7,8 +7,9 @@
 // One block per (128 keys, key/value head, batch), three warpgroups with different roles (warp specialization):
 //   warpgroup 0, the producer (setmaxnreg down to kProducerRegs): copies K and V once, then each query tile's Q, dO
 //     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
-//     with cp.async, once both math warpgroups have released the stage (mbarrier empty[s]), and signals full[s]
-//     (each thread waits for its own copies, then arrives: one release of its copies and its stores). Its
+//     with cp.async, once both math warpgroups have released the stage (mbarrier empty[s], an arrival from every
+//     math thread), and signals full[s] (each thread's copies arrive when they land, then the thread arrives
+//     itself, releasing its plain stores of the key limits). Its
 //     thread 0 also adds each tile's dQ part, once the math warpgroups have staged it (dq_full[b]), into dq_accum
 //     with one bulk reduction of the whole tile (the copy engine adds its kBlockM x kD floats atomically) and,
 //     when the reduction before it has read its buffer, hands that buffer back (dq_empty[b]).
@@ -36,12 +37,11 @@
 // thread's fp32 atomics -> one bulk reduction per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333,
 // causal 283 -> 286. One reduction per tile (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314);
 // with the split waits kD = 128 418-427 (causal 362-366; at kD = 64 1-2% slower than without). Warp-specialized
-// (2026-11-28; before, two warpgroups of 256 threads issued the copies and thread 0 the reductions, between two
+// (2026-11-27, benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md; before, two warpgroups of 256 threads issued the copies and thread 0 the reductions, between two
 // block-wide barriers per tile): kD = 128 444-448 (causal 370), kD = 64 380 (causal 321-322), Hq32 Hk8 S2048 causal
-// 279-280 (level). Tried there and slower: the producer at 24 registers (the math warpgroups at 240; the producer
-// spills 500 bytes: kD = 128 393-400), its copy loop not unrolled (kD = 64 causal 272-316 against 321), a tile's dQ
-// staged at the next tile while its S^T (or S^T and dP^T) run (398 at kD = 128; with both, 388 bytes of spills),
-// dQ's products issued before dK's and dK's left to run into the next tile (400).
+// 279-280 (level). Tried and slower (the results file): the producer at 24 registers (it spills), a tile's dQ staged
+// while the next tile's S^T runs, dK's products left to run into the next tile, two dS^T buffers (level), each math
+// warpgroup adding the dQ of its own keys (no barrier between them; 0.7x).
 // Halving dQ's traffic instead, by summing the dQ parts of two adjacent key blocks (a cluster of two blocks, through
 // distributed shared memory) before the atomics, was slower (369 -> 344): a cluster barrier per tile.
 #pragma once
@@ -107,8 +107,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 #else
   using namespace sm90;
   constexpr int kD = Cfg::kD, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM;
-  constexpr int kNT = kBlockM / 8;
-  constexpr int kDT = kD / 8;
+  constexpr int kNT = kBlockM / 8;  // 8-query column tiles of S^T / dP^T per thread
+  constexpr int kDT = kD / 8;       // 8-column tiles of dK / dV per thread
   const AttentionBackward& p = a.p;
 
   extern __shared__ __align__(1024) unsigned char bwd90_smem[];
@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = bwd90_smem + (base - raw);
   const uint32_t sK = base + Cfg::kOffK, sV = base + Cfg::kOffV, sDS = base + Cfg::kOffDS;
-  float* const s_lse = reinterpret_cast<float*>(base_ptr + Cfg::kOffLse);
-  float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);
-  int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);
+  float* const s_lse = reinterpret_cast<float*>(base_ptr + Cfg::kOffLse);      // [2][kBlockM], natural log
+  float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);  // [2][kBlockM]
+  int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);          // [2][kBlockM]: last key - n_base
   const uint32_t bars = base + Cfg::kOffBar;
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 16 + 8 * s; };
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   const BwdBlock blk(a, kBlockN);
   const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
   const int64_t sk = p.shape.seq_k, rows = a.group_rows;
-  const int64_t n_base = blk.n_base, row_base = blk.row_base;
+  const int64_t n_base = blk.n_base, row_base = blk.row_base;  // row_base: packed row 0 of the head in (B, Hq, Sq)
 
   if (tid == 0) {
     for (int s = 0; s < 2; ++s) {
@@ -184,11 +184,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
   setmaxnreg_inc<Cfg::kMathRegs>();
   const int mt = tid - 128, wg = mt >> 7, warp_in_wg = (mt >> 5) & 3;
   const int g = lane >> 2, t = lane & 3;
-  const int key0 = wg * 64 + warp_in_wg * 16 + g;
+  const int key0 = wg * 64 + warp_in_wg * 16 + g;  // this thread's keys in the block: key0 and key0 + 8
 
   BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);  // its cursor only
 
-  float dv[kD / 2], dk[kD / 2];
+  float dv[kD / 2], dk[kD / 2];  // accumulators: keys key0 + 8 (e / 2), columns 8j + 2t + (e % 2)
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) dv[i] = dk[i] = 0.f;
   fence_regs(dv);
