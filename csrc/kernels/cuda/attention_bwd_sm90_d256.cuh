@@ -7,26 +7,28 @@
 // attention_bwd_sm90.cuh (head dims 64 and 128) gives each warpgroup its own keys and every column of their dK
 // and dV; at kD = 256 that is 256 accumulator registers per thread. Here the two warpgroups split the columns
 // instead, and the products that have the keys as rows are split by operand:
-// one block of two warpgroups per (64 keys, key/value head, batch); warpgroup w keeps columns 128w..128w+127 of
-// the block's dK and dV in fp32 accumulators (m64 x n128 each, 128 registers per thread) over the whole walk of
-// the G * Sq stacked query rows, in tiles of 64 rows (two stages of Q and dO, lse, delta and key limits, copied
-// with cp.async). Per tile:
-//   B1: the tile has landed; both warpgroups are done with the previous one  -> copies of the next tile start
+// one block per (64 keys, key/value head, batch) of a producer warpgroup and two math warpgroups (warp
+// specialization, as attention_bwd_sm90.cuh: setmaxnreg 40 / 232). The producer copies K and V, then each tile of
+// 64 stacked query rows (Q, dO, lse, delta, key limits) into one of two stages with cp.async once both math
+// warpgroups have released it (mbarrier empty[s]) and signals full[s]. Math warpgroup w keeps columns
+// 128w..128w+127 of the block's dK and dV in fp32 accumulators (m64 x n128 each, 128 registers per thread) over the
+// whole walk of the G * Sq stacked query rows. Per tile, once full[s]:
 //   warpgroup 0: S^T = K Q^T;  warpgroup 1: dP^T = V dO^T   (m64 x n64, k = 256; wgmma, both operands in shared
 //                                                            memory; side by side, waited for)
 //   hand-over (fp32, shared memory): warpgroup 0 gives S^T of queries 32..63, warpgroup 1 dP^T - delta of
-//   queries 0..31                                            -> named barrier
+//   queries 0..31                                            -> named barrier 1 (also: both warpgroups are done
+//                                                               with the previous tile's P^T and dS^T)
 //   each warpgroup, on its 32 queries: P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is
 //   hidden; dS^T = P^T (dP^T - delta); both to shared memory, rounded to T
-//   B2: P^T and dS^T are there
+//   named barrier 2: P^T and dS^T are there
 //   each warpgroup, on its 128 columns:
 //     dQ_part = dS K      (m64 (queries) x n128, k = the 64 keys; A = dS MN-major from the dS^T tile, B = K
 //                          MN-major)                      -> added into dq_accum, two floats at a time, while
 //     dV_w += P^T dO, dK_w += dS^T Q   (m64 (keys) x n128,   dV and dK run
-//                          k = 64 queries; A K-major, B MN-major)
+//                          k = 64 queries; A K-major, B MN-major)        -> the stage released (empty[s])
 // The five products of a tile are each done once. Shared memory: K, V (32 KB each), two stages of Q and dO
-// (32 KB each), P^T and dS^T (8 KB each), the hand-over (16 KB), the rows' arrays: 226 KB of the 227 KB a block
-// may have.
+// (32 KB each), P^T and dS^T (8 KB each), the hand-over (16 KB), the rows' arrays, four mbarriers: 226 KB of the
+// 227 KB a block may have.
 //
 // Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H16 S4096): 213 -> 278
 // TFLOP/s against the mma.sync kernel, causal 201 -> 255. The hand-over split of the probabilities (in place of
@@ -39,7 +41,9 @@
 // the L2's throughput; starting each block's walk at a different query tile changed nothing). Staging dQ in the
 // tile's own Q / dO stage once dV and dK are done (its only free shared memory) and adding it by one bulk
 // reduction per row, with the next tile's copies moved after the hand-over, was slower (2026-11-27: 280 -> 265
-// TFLOP/s, causal 255 -> 245).
+// TFLOP/s, causal 255 -> 245). Warp-specialized (2026-11-27; before, both warpgroups issued the copies between two
+// block-wide barriers per tile): 279-280 -> 300-301, causal 254 -> 271-272, S2048 causal 221 -> 233-234
+// (benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md).
 #pragma once
 
 #include "compat.cuh"
@@ -59,9 +63,12 @@ struct Sm90BwdD256Config {
   static constexpr int kD = 256;
   static constexpr int kBlockN = 64;  // keys per block
   static constexpr int kBlockM = 64;  // query rows per tile
-  static constexpr int kThreads = 256;
-  // The walk's view of the tile (BwdTraits): 256 threads, lse and delta by cp.async.
-  using Walk = BwdTile<kBlockN, kBlockM, 2, 16, 1, true>;
+  static constexpr int kThreads = 384;  // a producer warpgroup, then the two math warpgroups
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kMathRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
+  // The producer's view of the walk (BwdTraits): 128 threads, lse and delta by cp.async.
+  using Walk = BwdTile<kBlockN, kBlockM, 1, 16, 1, true>;
   // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, P^T, dS^T (kBlockN
   // rows of kBlockM queries, T), the hand-over of half products (fp32, fragment order: two halves of kBlockN x
   // kBlockM / 2), two stages of lse / delta / key limits.
@@ -69,15 +76,15 @@ struct Sm90BwdD256Config {
   static constexpr int kX = kBlockN * kBlockM * 4, kRow = kBlockM * 4;
   static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffP = kOffDO + 2 * kQ,
                        kOffDS = kOffP + kPT, kOffX = kOffDS + kPT, kOffLse = kOffX + kX,
-                       kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
-  static constexpr int kSmem = kOffLim + 2 * kRow + 1024;
+                       kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow, kOffBar = kOffLim + 2 * kRow;
+  static constexpr int kSmem = kOffBar + 4 * 8 + 1024;  // mbarriers full[2], empty[2]
   static_assert(kSmem <= 232448, "a block's opt-in shared memory on sm_90");
   static_assert(kOffP % 1024 == 0 && kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles at 1024-byte boundaries");
-  static_assert(BwdTraits<kD, Walk>::kThreads == kThreads, "the walk copies with every thread");
+  static_assert(BwdTraits<kD, Walk>::kThreads == 128, "the producer warpgroup copies");
 };
 
 template <typename T>
-__global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(const BwdArgs a) {
+__global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1) flash_attention_bwd_sm90_d256_kernel(const BwdArgs a) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
   float* const s_delta = reinterpret_cast<float*>(base_ptr + Cfg::kOffDelta);  // [2][kBlockM]
   int* const s_lim = reinterpret_cast<int*>(base_ptr + Cfg::kOffLim);          // [2][kBlockM]: last key - n_base
 
-  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
+  const int tid = threadIdx.x, lane = tid & 31, wg = (tid >> 7) - 1, warp_in_wg = (tid >> 5) & 3;
   const int g = lane >> 2, t = lane & 3;
   const int key0 = warp_in_wg * 16 + g;  // this thread's rows of S^T / dP^T / dK / dV: keys key0 and key0 + 8
   const int col0 = wg * 128;             // this warpgroup's columns of dK, dV and dQ
@@ -110,13 +117,36 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
   const int64_t hk_count = p.shape.heads_k, hk = blk.hk, b = blk.b;
   const int64_t sk = p.shape.seq_k, rows = a.group_rows;
   const int64_t n_base = blk.n_base, row_base = blk.row_base;
-  blk.load_kv<T, kD, kBlockN, Cfg::kThreads, PanelTile<kBlockN>>(p, sK, sV);
+  const uint32_t bars = base + Cfg::kOffBar;
+  auto full = [&](int st) { return bars + 8 * st; };
+  auto empty = [&](int st) { return bars + 16 + 8 * st; };
+  if (tid == 0) {
+    for (int st = 0; st < 2; ++st) {
+      mbar_init(full(st), 256);   // the producer's threads: their copies' arrival, then their own
+      mbar_init(empty(st), 256);  // the math threads
+    }
+  }
+  __syncthreads();
 
-  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
-  auto load = [&](int s) {
-    walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
-              s_delta + s * kBlockM, s_lim + s * kBlockM);
-  };
+  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);  // the math: its cursor only
+  walk.next();
+  if (tid < 128) {  // the producer warpgroup: K and V, then each tile into stage j % 2 once it is free
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    blk.load_kv<T, kD, kBlockN, 128, PanelTile<kBlockN>>(p, sK, sV);  // lands with the first tile's copies
+    for (int j = 0; !walk.done(); ++j) {
+      const int st = j & 1;
+      mbar_wait(empty(st), ((j >> 1) & 1) ^ 1);
+      walk.load(base + Cfg::kOffQ + st * Cfg::kQ, base + Cfg::kOffDO + st * Cfg::kQ, s_lse + st * kBlockM,
+                s_delta + st * kBlockM, s_lim + st * kBlockM);
+      mbar_arrive_cp_async(full(st));  // once this thread's copies have landed
+      mbar_arrive(full(st));           // releases its plain stores of the key limits
+      walk.step();
+      walk.next();
+    }
+    cp_async_wait<0>();  // K and V, when no tile was visible
+    return;
+  }
+  setmaxnreg_inc<Cfg::kMathRegs>();
 
   float dv[64], dk[64];  // accumulators: keys key0 + 8 (e / 2 % 2), columns col0 + 8 (e / 4) + 2t + (e % 2)
 #pragma unroll
@@ -124,21 +154,14 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
   fence_regs(dv);
   fence_regs(dk);
 
-  walk.next();
-  if (!walk.done()) load(0);
-  cp_async_commit();  // group: K, V and the first query tile
-  int stage = 0;
+  int j = 0;
   const uint32_t a_rows = wg == 0 ? sK : sV;  // S^T = K Q^T on warpgroup 0, dP^T = V dO^T on warpgroup 1
   const float scale_log2 = a.scale_log2;
   while (!walk.done()) {
     const int64_t m0 = static_cast<int64_t>(walk.m) * kBlockM;
-    cp_async_wait<0>();
+    const int stage = j & 1;
+    mbar_wait(full(stage), (j >> 1) & 1);
     fence_proxy_async();
-    __syncthreads();  // B1
-    walk.step();
-    walk.next();
-    if (!walk.done()) load(stage ^ 1);
-    cp_async_commit();
 
     const uint32_t sQ = base + Cfg::kOffQ + stage * Cfg::kQ, sDO = base + Cfg::kOffDO + stage * Cfg::kQ;
     const float* lse_t = s_lse + stage * kBlockM;
@@ -212,14 +235,14 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
     };
     bool all_visible = true;
 #pragma unroll
-    for (int j = lane; j < kBlockM; j += 32) all_visible &= lim_t[j] >= warp_in_wg * 16 + 15;
+    for (int jj = lane; jj < kBlockM; jj += 32) all_visible &= lim_t[jj] >= warp_in_wg * 16 + 15;
     all_visible = __all_sync(0xffffffffu, all_visible);
     if (wg == 0) {
       hand_over(std::integral_constant<int, kNT / 2>{});
     } else {
       hand_over(std::integral_constant<int, 0>{});
     }
-    named_sync(1, 256);  // both halves handed over
+    named_sync(1, 256);  // both halves handed over (and both warpgroups done with the previous tile's P^T / dS^T)
     if (wg == 0) {
       if (all_visible) {
         finish(std::integral_constant<int, 0>{}, std::false_type{});
@@ -234,7 +257,7 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
       }
     }
     fence_proxy_async();
-    __syncthreads();  // B2
+    named_sync(2, 256);  // P^T and dS^T are there
 
     // dQ_part = dS K on this warpgroup's columns: A = dS, MN-major in the dS^T tile (one 64-query panel); B = K,
     // MN-major (its 64-column panels kBlockN * 128 bytes apart).
@@ -265,17 +288,20 @@ __global__ void __launch_bounds__(256, 1) flash_attention_bwd_sm90_d256_kernel(c
       if (r < rows) {
         float* dst = p.dq_accum + (row_base + r) * kD + col0 + 2 * t;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]));
+        for (int jc = 0; jc < 16; ++jc) {
+          atomicAdd(reinterpret_cast<float2*>(dst + 8 * jc),
+                    make_float2(dqa[4 * jc + 2 * h], dqa[4 * jc + 2 * h + 1]));
         }
       }
     }
-    wgmma_wait<0>();  // dV, dK: their shared tiles are refilled after the next B1
+    wgmma_wait<0>();  // dV, dK
     fence_regs(dv);
     fence_regs(dk);
-    stage ^= 1;
+    mbar_arrive(empty(stage));  // this thread is done with the stage
+    walk.step();
+    walk.next();
+    ++j;
   }
-  cp_async_wait<0>();  // no copy left in flight at exit (when no query tile was visible)
 
   // grad_k = scale * dK, grad_v = dV: (B, Hk, Sk, D) contiguous, rows past Sk not written.
   const float scale = p.shape.scale;
