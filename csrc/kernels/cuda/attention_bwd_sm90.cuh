@@ -7,12 +7,9 @@
 // One block per (128 keys, key/value head, batch), three warpgroups with different roles (warp specialization):
 //   warpgroup 0, the producer (setmaxnreg down to kProducerRegs): copies K and V once, then each query tile's Q, dO
 //     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
-//     with cp.async, once both math warpgroups have released the stage (mbarrier empty[s], an arrival from every
-//     math thread), and signals full[s] (each thread's copies arrive when they land, then the thread arrives
-//     itself, releasing its plain stores of the key limits). Its
-//     thread 0 also adds each tile's dQ part, once the math warpgroups have staged it (dq_full[b]), into dq_accum
-//     with one bulk reduction of the whole tile (the copy engine adds its kBlockM x kD floats atomically) and,
-//     when the reduction before it has read its buffer, hands that buffer back (dq_empty[b]).
+//     with cp.async once both math warpgroups have released it (empty[s]), and signals full[s]
+//     (sm90_bwd_produce_tile). Its thread 0 adds each tile's dQ part, once staged (dq_full[b]), into dq_accum with
+//     one bulk reduction of the tile (the copy engine's atomic adds) and hands the buffer back once read (dq_empty[b]).
 //   warpgroups 1 and 2, the math (setmaxnreg up to kMathRegs): math warpgroup w owns keys 64w..64w+63 and keeps
 //     their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
 //     tiles of kBlockM rows. Per tile, once full[s]:
@@ -33,17 +30,11 @@
 // back in that order (attention_bwd.cu).
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
 // their columns between the warpgroups instead.
-// Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H32 S4096, TFLOP/s): each
-// thread's fp32 atomics -> one bulk reduction per row: kD = 128 369 -> 393, causal 328 -> 341; kD = 64 327 -> 333,
-// causal 283 -> 286. One reduction per tile (2026-11-27): kD = 128 409 (causal 355), kD = 64 368-369 (causal 314);
-// with the split waits kD = 128 418-427 (causal 362-366; at kD = 64 1-2% slower than without). Warp-specialized
-// (2026-11-27, benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md; before, two warpgroups of 256 threads issued the copies and thread 0 the reductions, between two
-// block-wide barriers per tile): kD = 128 444-448 (causal 370), kD = 64 380 (causal 321-322), Hq32 Hk8 S2048 causal
-// 279-280 (level). Tried and slower (the results file): the producer at 24 registers (it spills), a tile's dQ staged
-// while the next tile's S^T runs, dK's products left to run into the next tile, two dS^T buffers (level), each math
-// warpgroup adding the dQ of its own keys (no barrier between them; 0.7x).
-// Halving dQ's traffic instead, by summing the dQ parts of two adjacent key blocks (a cluster of two blocks, through
-// distributed shared memory) before the atomics, was slower (369 -> 344): a cluster barrier per tile.
+// Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H32 S4096, TFLOP/s, kD = 128
+// / causal / kD = 64 / causal): per-thread fp32 atomics 369 / 328 / 327 / 283; per-row bulk reductions 393 / 341 /
+// 333 / 286; per-tile, kD = 128's split waits 418-427 / 362-366 / 370-374 / 313-316; warp-specialized (2026-11-27)
+// 443-447 / 376-377 / 382-383 / 325-326. What was tried and dropped, and where the time goes now:
+// benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md and the files it names.
 #pragma once
 
 #include "compat.cuh"
@@ -99,6 +90,21 @@ struct Sm90BwdConfig {
   static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kOffBar % 8 == 0 && kSmem <= 232448,
                 "bulk copies: 16-byte aligned rows");
 };
+
+// A producer warpgroup's thread (this kernel's and attention_bwd_sm90_d256.cuh's): the walk's current tile, its
+// j-th, into stage s = j % 2 (Cfg's Q / dO tiles at base, lse / delta / key limits) once both math warpgroups have
+// released the stage (mbarrier empty, a fresh one passing at once); then full: this thread's copies arrive when they
+// land, then the thread itself, releasing its plain stores of the key limits.
+template <typename Cfg, typename Walk>
+__device__ __forceinline__ void sm90_bwd_produce_tile(const Walk& walk, int j, uint32_t full, uint32_t empty,
+                                                      uint32_t base, float* lse, float* delta, int* lim) {
+  const int s = j & 1;
+  sm90::mbar_wait(empty, ((j >> 1) & 1) ^ 1);
+  walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, lse + s * Cfg::kBlockM,
+            delta + s * Cfg::kBlockM, lim + s * Cfg::kBlockM);
+  sm90::mbar_arrive_cp_async(full);
+  sm90::mbar_arrive(full);
+}
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_kernel(const BwdArgs a) {
@@ -161,12 +167,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     int j = 0;
     int64_t prev_m0 = 0;
     while (!walk.done()) {
-      const int s = j & 1;
-      mbar_wait(empty(s), ((j >> 1) & 1) ^ 1);
-      walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, s_lse + s * kBlockM,
-                s_delta + s * kBlockM, s_lim + s * kBlockM);
-      mbar_arrive_cp_async(full(s));  // once this thread's copies have landed
-      mbar_arrive(full(s));           // releases its plain stores of the key limits
+      sm90_bwd_produce_tile<Cfg>(walk, j, full(j & 1), empty(j & 1), base, s_lse, s_delta, s_lim);
       if (tid == 0 && j > 0) reduce(j - 1, prev_m0);
       prev_m0 = static_cast<int64_t>(walk.m) * kBlockM;
       walk.step();

@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention_bwd_sm90.cuh"  // sm90_bwd_produce_tile
 #include "attention_bwd_tile.cuh"
 #include "wgmma_sm90.cuh"
 
@@ -84,7 +85,8 @@ struct Sm90BwdD256Config {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1) flash_attention_bwd_sm90_d256_kernel(const BwdArgs a) {
+__global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1)
+    flash_attention_bwd_sm90_d256_kernel(const BwdArgs a) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -134,12 +136,7 @@ __global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1) flash_attentio
     setmaxnreg_dec<Cfg::kProducerRegs>();
     blk.load_kv<T, kD, kBlockN, 128, PanelTile<kBlockN>>(p, sK, sV);  // lands with the first tile's copies
     for (int j = 0; !walk.done(); ++j) {
-      const int st = j & 1;
-      mbar_wait(empty(st), ((j >> 1) & 1) ^ 1);
-      walk.load(base + Cfg::kOffQ + st * Cfg::kQ, base + Cfg::kOffDO + st * Cfg::kQ, s_lse + st * kBlockM,
-                s_delta + st * kBlockM, s_lim + st * kBlockM);
-      mbar_arrive_cp_async(full(st));  // once this thread's copies have landed
-      mbar_arrive(full(st));           // releases its plain stores of the key limits
+      sm90_bwd_produce_tile<Cfg>(walk, j, full(j & 1), empty(j & 1), base, s_lse, s_delta, s_lim);
       walk.step();
       walk.next();
     }
