@@ -68,6 +68,7 @@ struct Sm90BwdD256Config {
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = 40;
   static constexpr int kMathRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
+  static_assert(2 * (kMathRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
   // The producer's view of the walk (BwdTraits): 128 threads, lse and delta by cp.async.
   using Walk = BwdTile<kBlockN, kBlockM, 1, 16, 1, true>;
   // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, P^T, dS^T (kBlockN
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1)
   }
   __syncthreads();
 
-  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);  // the math: its cursor only
+  BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);  // producer: copies; math: cursor
   walk.next();
   if (tid < 128) {  // the producer warpgroup: K and V, then each tile into stage j % 2 once it is free
     setmaxnreg_dec<Cfg::kProducerRegs>();
