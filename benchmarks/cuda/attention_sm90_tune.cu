@@ -8,10 +8,10 @@
 #include <cuda_runtime.h>
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
-// `sm90`: the shipped configuration for the case's mask (Sm90Prefill in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
+// `sm90`: the shipped configuration for the case (Sm90Prefill and kSm90ShortKeys in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
 // -DVAR_OVERLAP=0|1 -DVAR_WG=2|3 (consumer warpgroups) -DVAR_TMA=0|1 (K/V by the tensor memory accelerator) pick for
 // D = 64 and 128 (defaults: the shipped one's key tile and stages, overlap on, two warpgroups, cp.async); for
-// D = 256 only -DVAR_TMA.
+// D = 256 -DVAR_TMA, -DVAR256_BN and -DVAR256_OVERLAP.
 template <int D, bool kCausal> using Ship = typename Sm90Prefill<D, kCausal>::type;  // one per mask for D = 128
 template <int D> using Sm90Cfg = Ship<D, false>;  // the variants' defaults
 #ifndef VAR_BN
@@ -30,8 +30,14 @@ template <int D> using Sm90Cfg = Ship<D, false>;  // the variants' defaults
 #define VAR_TMA 0
 #endif
 template <int D> struct Var { using type = Sm90FwdConfig<D, VAR_BN, VAR_STAGES, VAR_OVERLAP, VAR_WG, VAR_TMA>; };
-template <> struct Var<256> {  // for D = 256 only the TMA choice varies
-  using type = Sm90FwdConfig<256, Sm90Cfg<256>::kBlockN, Sm90Cfg<256>::kStages, false, 2, VAR_TMA>;
+#ifndef VAR256_BN
+#define VAR256_BN Sm90Cfg<256>::kBlockN
+#endif
+#ifndef VAR256_OVERLAP
+#define VAR256_OVERLAP Sm90Cfg<256>::kOverlap
+#endif
+template <> struct Var<256> {  // for D = 256: the TMA choice, -DVAR256_BN=64|80 and -DVAR256_OVERLAP=0|1
+  using type = Sm90FwdConfig<256, VAR256_BN, Sm90Cfg<256>::kStages, VAR256_OVERLAP, 2, VAR_TMA>;
 };
 template <int D> using VarCfg = typename Var<D>::type;
 int64_t yirage::kernels::cuda::attention_backward_smem(int64_t) { return 0; }
@@ -86,13 +92,14 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters, int mask)
   }
   std::vector<float> hl1((int64_t)B * Hq * Sq), hl2((int64_t)B * Hq * Sq);
   const char* names[3] = {"fa2 ", "sm90", "var "};
+  const bool ship_causal = causal || (D == 128 && Sk <= kSm90ShortKeys);  // the configuration forward_for takes
   for (int which = 0; which < 3; ++which) {
     if (!(mask >> which & 1)) continue;
     a.lse = which ? lse2 : lse;
     auto launch = [&]() {
       switch (which) {
         case 0: return launch_forward<bf16, Fa2>(a, 0);
-        case 1: return causal ? launch_forward_sm90<bf16, Ship<D, true>>(a, 0) : launch_forward_sm90<bf16, Ship<D, false>>(a, 0);
+        case 1: return ship_causal ? launch_forward_sm90<bf16, Ship<D, true>>(a, 0) : launch_forward_sm90<bf16, Ship<D, false>>(a, 0);
         default: return launch_forward_sm90<bf16, VarCfg<D>>(a, 0);
       }
     };
@@ -115,9 +122,9 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters, int mask)
     cudaEventRecord(e1); CK(cudaEventSynchronize(e1));
     float ms; cudaEventElapsedTime(&ms, e0, e1); ms /= iters;
     double flops = 4.0 * B * Hq * (double)Sq * Sk * D * (causal ? 0.5 : 1.0);
-    const int bn = which == 0 ? Fa2::kBlockN : which == 1 ? (causal ? Ship<D, true>::kBlockN : Ship<D, false>::kBlockN) : VarCfg<D>::kBlockN;
-    const int stages = which == 0 ? 0 : which == 1 ? (causal ? Ship<D, true>::kStages : Ship<D, false>::kStages) : VarCfg<D>::kStages;
-    const int overlap = which == 0 ? 0 : which == 1 ? (causal ? Ship<D, true>::kOverlap : Ship<D, false>::kOverlap) : VarCfg<D>::kOverlap;
+    const int bn = which == 0 ? Fa2::kBlockN : which == 1 ? (ship_causal ? Ship<D, true>::kBlockN : Ship<D, false>::kBlockN) : VarCfg<D>::kBlockN;
+    const int stages = which == 0 ? 0 : which == 1 ? (ship_causal ? Ship<D, true>::kStages : Ship<D, false>::kStages) : VarCfg<D>::kStages;
+    const int overlap = which == 0 ? 0 : which == 1 ? (ship_causal ? Ship<D, true>::kOverlap : Ship<D, false>::kOverlap) : VarCfg<D>::kOverlap;
     printf("%s BN%d stages%d overlap%d D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | %.4f ms %.1f TFLOP/s | maxerr %s%.2e bad %lld\n", names[which], bn, stages, overlap, D, B, Hq, Hk, Sq, Sk,
            (int)causal, ms, flops / ms / 1e9, check ? "" : "(unchecked) ", err, (long long)bad);
     if (which > 0 && (mask & 1)) {

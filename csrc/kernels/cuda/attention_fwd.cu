@@ -158,19 +158,23 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
 // 176-key tiles in two stages, the products not overlapped (2.5-6% faster than 128-key tiles from S = 2048 up,
 // level at 4096); causal, 128-key tiles in three stages with the overlap (176 was level). D = 64: 128-key tiles in
 // three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than two; 160 registers, 44
-// bytes of spills). D = 256: 64-key tiles in two stages (3 x 64 KB would not fit), no overlap (2-7% slower there).
-// K/V tiles by the tensor memory accelerator (kTma) for D = 64 and the causal D = 128 and 256 configurations
+// bytes of spills). D = 256: 80-key tiles (m64n80 products of Q K^T; two stages of 80 fill the shared memory) with
+// the overlap, both masks: 1.07-1.13x the 64-key tiles without it (kernel alone, H200, B4 H16 S2048 / S4096 and B2
+// S8192, full and causal; 32 bytes of spills; cuda-attention-fwd-d256-h200-2026-11-28.md).
+// K/V tiles by the tensor memory accelerator (kTma) for D = 64, 256 and the causal D = 128 configuration
 // (H200, kernel alone, B4 H32 S4096 unless named, TFLOP/s: causal D128 541-543 -> 566-579, S2048 441-446 ->
-// 467-474; D64 464-471 -> 491-495, causal 394 -> 416; causal D256 (H16) 554 -> 565-572); the producer warpgroup's
-// cp.async copies elsewhere, where TMA was level or slower (D128 without a mask: 614-625 -> 571-579 with these
-// tiles, 588-637 with 128-key tiles in three stages and the overlap; D256 S4096 618-627 -> 600-616)
-// (benchmarks/results/cuda-attention-fwd-tma-h200-2026-11-27.md).
+// 467-474; D64 464-471 -> 491-495, causal 394 -> 416); the producer warpgroup's cp.async copies for D = 128 without
+// a mask, where TMA was level or slower (614-625 -> 571-579 with these tiles, 588-637 with 128-key tiles in three
+// stages and the overlap) (benchmarks/results/cuda-attention-fwd-tma-h200-2026-11-27.md).
 template <int kD, bool kCausal> struct Sm90Prefill;
 template <bool kCausal> struct Sm90Prefill<64, kCausal> { using type = Sm90FwdConfig<64, 128, 3, true, 3, true>; };
 template <> struct Sm90Prefill<128, false> { using type = Sm90FwdConfig<128, 176, 2, false>; };
 template <> struct Sm90Prefill<128, true> { using type = Sm90FwdConfig<128, 128, 3, true, 2, true>; };
-template <> struct Sm90Prefill<256, false> { using type = Sm90FwdConfig<256, 64, 2, false>; };
-template <> struct Sm90Prefill<256, true> { using type = Sm90FwdConfig<256, 64, 2, false, 2, true>; };
+template <bool kCausal> struct Sm90Prefill<256, kCausal> { using type = Sm90FwdConfig<256, 80, 2, true, 2, true>; };
+// D = 128 without a mask over at most this many keys takes the causal configuration: with few key tiles a query
+// tile, the overlap pays more than the longer tiles (kernel alone, H200, B4 H32: Sk 1024 / 2048 / 3072 1.03x /
+// 1.04x / 1.02-1.03x, B4 Hq32 Hk8 S2048 1.05x, B16 S1024 1.04x; S4096 mixed, S8192 0.96x).
+constexpr int kSm90ShortKeys = 3072;
 
 // The driver's cuTensorMapEncodeTiled (through the runtime: no link to the driver library), null if unavailable.
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
@@ -262,8 +266,9 @@ cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
     return launch_forward<T, typename Decode<kD>::type>(a, stream);
   }
   if (a.num_splits <= 1 && sm90_forward_ready()) {
-    return a.shape.causal ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
-                          : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
+    const bool causal_config = a.shape.causal || (kD == 128 && a.shape.seq_k <= kSm90ShortKeys);
+    return causal_config ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
+                         : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
   }
   return launch_forward<T, typename Prefill<kD>::type>(a, stream);
 }

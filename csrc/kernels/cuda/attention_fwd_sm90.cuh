@@ -53,9 +53,10 @@ struct Sm90FwdConfig {
   static constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup
   // Registers per thread after setmaxnreg. The consumers take only what the producer gives back (the CTA's pool):
   // kWarpGroups (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, at the launch's even share (65536 /
-  // kThreads, rounded down to 8: 168 for two consumer warpgroups, 128 for three).
+  // kThreads, rounded down to 8: 168 for two consumer warpgroups, 128 for three). D = 256 with TMA: 240 and a
+  // 24-register producer (one thread issues its copies; at 232 the 80-key tiles spilled 32 bytes: 1.03-1.05x).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : kD == 256 ? 232 : 224;
+  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : kD == 256 ? (kTma ? 240 : 232) : 224;
   static constexpr int kProducerRegs = kWarpGroups == 3 ? 24 : 3 * kLaunchRegs - 2 * kConsumerRegs;
   static_assert(kWarpGroups == 2 || kWarpGroups == 3, "two or three consumer warpgroups");
   static_assert(kWarpGroups * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
@@ -67,7 +68,8 @@ struct Sm90FwdConfig {
   static constexpr int kOffK = kTileQ, kOffV = kOffK + kStages * kTileKV, kOffBar = kOffV + kStages * kTileKV;
   static constexpr int kSmem = kOffBar + 4 * kStages * 8 + 1024;  // + 1 KB: tiles start at a 1024-byte boundary
   static_assert(kD == 64 || kD == 128 || kD == 256, "wgmma n = head dim for P V: 64, 128 or 256");
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "wgmma n = key tile for Q K^T: 64, 128, 176");
+  static_assert(kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 176,
+                "wgmma n = key tile for Q K^T: 64, 80, 128, 176");
   static_assert(128 % kChunks == 0, "the producer warpgroup copies whole rows per pass");
 };
 

@@ -97,6 +97,10 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #define YIRAGE_WGMMA_R32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define YIRAGE_WGMMA_R40 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39}"
 #define YIRAGE_WGMMA_R64 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -122,6 +126,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
   c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]), c(d[i + 7])
 #define YIRAGE_WGMMA_D32(c, i) \
   YIRAGE_WGMMA_D8(c, i), YIRAGE_WGMMA_D8(c, i + 8), YIRAGE_WGMMA_D8(c, i + 16), YIRAGE_WGMMA_D8(c, i + 24)
+#define YIRAGE_WGMMA_D40(c, i) YIRAGE_WGMMA_D32(c, i), YIRAGE_WGMMA_D8(c, i + 32)
 #define YIRAGE_WGMMA_D64(c, i) YIRAGE_WGMMA_D32(c, i), YIRAGE_WGMMA_D32(c, i + 32)
 #define YIRAGE_WGMMA_D88(c, i) \
   YIRAGE_WGMMA_D64(c, i), YIRAGE_WGMMA_D8(c, i + 64), YIRAGE_WGMMA_D8(c, i + 72), YIRAGE_WGMMA_D8(c, i + 80)
@@ -209,7 +214,23 @@ __device__ __forceinline__ void wgmma_ss_n128_zero(float (&d)[64], uint64_t desc
 #endif
 }
 
-// m64n176 (a 176-key tile of Q K^T), as the n128 ones above.
+// m64n80 (an 80-key tile of Q K^T at head dim 256) and m64n176 (a 176-key tile), as the n128 ones above.
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_ss_n80(float (&d)[40], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if YIRAGE_SM90A_DEVICE
+  YIRAGE_WGMMA("m64n80k16", YIRAGE_WGMMA_R40, "%40", "%41", "%42", "0, %43", YIRAGE_WGMMA_D40("+f", 0),
+               "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+#endif
+}
+
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_ss_n80_zero(float (&d)[40], uint64_t desc_a, uint64_t desc_b) {
+#if YIRAGE_SM90A_DEVICE
+  YIRAGE_WGMMA("m64n80k16", YIRAGE_WGMMA_R40, "%40", "%41", "%42", "0, %43", YIRAGE_WGMMA_D40("=f", 0),
+               "l"(desc_a), "l"(desc_b), "r"(0), "n"(kTransB))
+#endif
+}
+
 template <typename T, int kTransB>
 __device__ __forceinline__ void wgmma_ss_n176(float (&d)[88], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if YIRAGE_SM90A_DEVICE
@@ -231,21 +252,29 @@ __device__ __forceinline__ void wgmma_ss_n176_zero(float (&d)[88], uint64_t desc
 #undef YIRAGE_WGMMA_D128
 #undef YIRAGE_WGMMA_D88
 #undef YIRAGE_WGMMA_D64
+#undef YIRAGE_WGMMA_D40
 #undef YIRAGE_WGMMA_D32
 #undef YIRAGE_WGMMA_D8
 #undef YIRAGE_WGMMA_R128
 #undef YIRAGE_WGMMA_R88
 #undef YIRAGE_WGMMA_R64
+#undef YIRAGE_WGMMA_R40
 #undef YIRAGE_WGMMA_R32
 
 // One k step of an m64 x kN product with both operands in shared memory: d = A * B on the first step (the
-// accumulators only written), d += A * B after. kN = 64, 128 or 176 (kTransA: not for 176); `first` is a constant once
-// the k loop is unrolled.
+// accumulators only written), d += A * B after. kN = 64, 80, 128 or 176 (kTransA: only for 64 and 128); `first` is a
+// constant once the k loop is unrolled.
 template <typename T, int kN, int kTransB = 0, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss_step(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, bool first) {
-  static_assert(kN == 64 || kN == 128 || (kN == 176 && kTransA == 0),
-                "wgmma_ss_step: m64n64 or m64n128 (A either way), m64n176");
-  if constexpr (kN == 176) {
+  static_assert(kN == 64 || kN == 128 || ((kN == 80 || kN == 176) && kTransA == 0),
+                "wgmma_ss_step: m64n64 or m64n128 (A either way), m64n80, m64n176");
+  if constexpr (kN == 80) {
+    if (first) {
+      wgmma_ss_n80_zero<T, kTransB>(d, desc_a, desc_b);
+    } else {
+      wgmma_ss_n80<T, kTransB>(d, desc_a, desc_b, 1);
+    }
+  } else if constexpr (kN == 176) {
     if (first) {
       wgmma_ss_n176_zero<T, kTransB>(d, desc_a, desc_b);
     } else {
