@@ -192,9 +192,11 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-// A tensor map of K or V ((B, Hk, Sk, D) with the operand's strides) for the Hopper forward's TMA producer: boxes
-// of 64 columns (one 128-byte swizzled panel) x `rows` keys, rows past Sk read as zeros. False if it cannot be made.
-bool kv_tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionShape& s, bool is_bf16, int rows) {
+// A tensor map of K or V ((B, Hk, Sk, D) with the operand's strides; `seq` Sk, `heads` Hk) or of Q (Sq, Hq) for
+// the Hopper forward's TMA copies: boxes of 64 columns (one 128-byte swizzled panel) x `rows` rows, rows past the
+// sequence read as zeros. False if it cannot be made.
+bool tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionShape& s, int64_t seq, int64_t heads,
+                bool is_bf16, int rows) {
   const EncodeTiled enc = encode_tiled();
   if (enc == nullptr) return false;
   constexpr uint64_t kEs = 2;
@@ -202,11 +204,10 @@ bool kv_tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionS
   // rows; a map that cannot take it falls back), except for a size-1 dim (0 in the operand), where any nonzero
   // multiple of 16 does
   const auto nonzero = [](uint64_t v) { return v > 0 ? v : uint64_t{16}; };
-  const uint64_t row = s.seq_k > 1 ? t.seq_stride * kEs : s.head_dim * kEs;
-  const uint64_t head = s.heads_k > 1 ? t.head_stride * kEs : nonzero(row * s.seq_k);
-  const uint64_t batch = s.batch > 1 ? t.batch_stride * kEs : nonzero(head * s.heads_k);
-  const cuuint64_t dims[4] = {cuuint64_t(s.head_dim), cuuint64_t(s.seq_k), cuuint64_t(s.heads_k),
-                              cuuint64_t(s.batch)};
+  const uint64_t row = seq > 1 ? t.seq_stride * kEs : s.head_dim * kEs;
+  const uint64_t head = heads > 1 ? t.head_stride * kEs : nonzero(row * seq);
+  const uint64_t batch = s.batch > 1 ? t.batch_stride * kEs : nonzero(head * heads);
+  const cuuint64_t dims[4] = {cuuint64_t(s.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(s.batch)};
   const cuuint64_t strides[3] = {row, head, batch};
   const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1};
   const cuuint32_t elem[4] = {1, 1, 1, 1};
@@ -218,14 +219,18 @@ bool kv_tensor_map(CUtensorMap* map, const AttentionOperand& t, const AttentionS
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
-  CUtensorMap tm_k{}, tm_v{};
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const AttentionShape& sh = a.shape;
+  CUtensorMap tm_k{}, tm_v{}, tm_q{};
   if constexpr (Cfg::kTma) {
-    constexpr bool kBf16 = std::is_same_v<T, bf16>;
-    if (!kv_tensor_map(&tm_k, a.k, a.shape, kBf16, Cfg::kBlockN) ||
-        !kv_tensor_map(&tm_v, a.v, a.shape, kBf16, Cfg::kBlockN)) {
+    if (!tensor_map(&tm_k, a.k, sh, sh.seq_k, sh.heads_k, kBf16, Cfg::kBlockN) ||
+        !tensor_map(&tm_v, a.v, sh, sh.seq_k, sh.heads_k, kBf16, Cfg::kBlockN)) {
       return launch_forward_sm90<T, typename Cfg::CpAsync>(a, stream);  // the producer warpgroup's copies instead
     }
   }
+  // The query tile by TMA where no tile of stacked rows spans two query heads (else the consumers' cp.async).
+  const bool q_tma = (sh.heads_q == sh.heads_k || sh.seq_q % Cfg::kBlockM == 0) &&
+                     tensor_map(&tm_q, a.q, sh, sh.seq_q, sh.heads_q, kBf16, Cfg::kBlockM);
   auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
   static std::atomic<uint64_t> smem_raised{0};
   const cudaError_t e = raise_smem_once(smem_raised, reinterpret_cast<const void*>(kernel), Cfg::kSmem);
@@ -237,7 +242,7 @@ cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) 
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.shape.heads_k),
                     static_cast<unsigned>(std::min<int64_t>(kMaxGridZ, a.shape.batch - b0)));
     {
-      kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p, tm_k, tm_v);
+      kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p, q_tma, tm_k, tm_v, tm_q);
     }
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;

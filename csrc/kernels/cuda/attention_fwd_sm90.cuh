@@ -6,7 +6,9 @@
 // batch): kWarpGroups (2 or 3) consumer warpgroups (warpgroup w owns rows 64w..64w+63) and one producer warpgroup.
 //   producer (setmaxnreg down to kProducerRegs): streams the key and value tiles through kStages stages of shared
 //     memory, by cp.async or (kTma) the tensor memory accelerator (attention_fwd_sm90_producer.cuh).
-//   consumers (setmaxnreg up to kConsumerRegs): load their query rows, then per key tile wait for full_k/v,
+//   Its thread 0 first copies the query tile by TMA where no tile spans two query heads (the launcher's q_tma;
+//     full_q): the consumers' own cp.async copies of it, the fallback, took 1.5-2.8 us of a block's start.
+//   consumers (setmaxnreg up to kConsumerRegs): get their query rows, then per key tile wait for full_k/v,
 //     compute, release. The warpgroups take turns at the tensor cores in a ring (named barrier 1 + w: warpgroup w's
 //     turn, signalled by warpgroup w - 1): while one issues its products, the others run their softmax.
 //   kOverlap = false, per key tile j: S_j = Q K_j^T (issued in turn, waited for), online softmax (the
@@ -66,7 +68,7 @@ struct Sm90FwdConfig {
   static constexpr int kTileQ = kBlockM * kD * 2;
   static constexpr int kTileKV = kBlockN * kD * 2;
   static constexpr int kOffK = kTileQ, kOffV = kOffK + kStages * kTileKV, kOffBar = kOffV + kStages * kTileKV;
-  static constexpr int kSmem = kOffBar + 4 * kStages * 8 + 1024;  // + 1 KB: tiles start at a 1024-byte boundary
+  static constexpr int kSmem = kOffBar + Sm90FwdBars<kStages>::kCount * 8 + 1024;  // + 1 KB: 1024-byte alignment
   static_assert(kD == 64 || kD == 128 || kD == 256, "wgmma n = head dim for P V: 64, 128 or 256");
   static_assert(kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 176,
                 "wgmma n = key tile for Q K^T: 64, 80, 128, 176");
@@ -75,8 +77,8 @@ struct Sm90FwdConfig {
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    flash_attention_fwd_sm90_kernel(const FwdParams p, const __grid_constant__ CUtensorMap tm_k,
-                                    const __grid_constant__ CUtensorMap tm_v) {
+    flash_attention_fwd_sm90_kernel(const FwdParams p, const bool q_tma, const __grid_constant__ CUtensorMap tm_k,
+                                    const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -121,18 +123,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(empty_k(s), 4 * Cfg::kWarpGroups);
       mbar_init(empty_v(s), 4 * Cfg::kWarpGroups);
     }
+    mbar_init(bars.full_q(), 1);
   }
   __syncthreads();
 
   if (tid >= Cfg::kConsumers) {
     setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (q_tma && tid == Cfg::kConsumers) {  // the query tile first: the block's first product needs it and K_0
+      mbar_arrive_expect_tx(bars.full_q(), Cfg::kTileQ);  // (the whole box: rows past Sq come back as zeros)
+#pragma unroll
+      for (int c = 0; c < kD / 64; ++c) {
+        tma_load_4d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0 % sq, hk * p.group + m0 / sq, b, bars.full_q());
+      }
+    }
     sm90_fwd_produce<T, Cfg>(p, &tm_k, &tm_v, tid - Cfg::kConsumers, hk, b, n_blocks, s_k, s_v, bars);
     return;
   }
 
-  // Consumers. This warpgroup's 64 query rows.
+  // Consumers. This warpgroup's 64 query rows: by the producer's TMA copies, or its own cp.async copies.
   setmaxnreg_inc<Cfg::kConsumerRegs>();
-  {
+  if (q_tma) {
+    mbar_wait(bars.full_q(), 0);
+    fence_proxy_async();
+  } else {
     const T* qg = static_cast<const T*>(p.q) + b * p.q_b + static_cast<int64_t>(hk) * p.group * p.q_h;
     for (int c = tid & 127; c < 64 * kChunks; c += 128) {
       const int row = wg * 64 + c / kChunks, ch = c % kChunks;

@@ -25,11 +25,13 @@
 namespace yirage::kernels::cuda {
 namespace {
 
-// The block's mbarriers, 8 bytes each from `base`: full_k[s], full_v[s], empty_k[s], empty_v[s].
+// The block's mbarriers, 8 bytes each from `base`: full_k[s], full_v[s], empty_k[s], empty_v[s], full_q.
 template <int kStages>
 struct Sm90FwdBars {
+  static constexpr int kCount = 4 * kStages + 1;
   uint32_t base;
   __device__ __forceinline__ explicit Sm90FwdBars(uint32_t b) : base(b) {}
+  __device__ __forceinline__ uint32_t full_q() const { return base + 4 * kStages * 8; }  // the query tile by TMA
   __device__ __forceinline__ uint32_t full_k(int s) const { return base + s * 8; }
   __device__ __forceinline__ uint32_t full_v(int s) const { return base + (kStages + s) * 8; }
   __device__ __forceinline__ uint32_t empty_k(int s) const { return base + (2 * kStages + s) * 8; }
