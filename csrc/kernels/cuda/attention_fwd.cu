@@ -159,8 +159,8 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
 // level at 4096); causal, 128-key tiles in three stages with the overlap (176 was level). D = 64: 128-key tiles in
 // three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than two; 160 registers, 44
 // bytes of spills). D = 256: 80-key tiles (m64n80 products of Q K^T; two stages of 80 fill the shared memory) with
-// the overlap, both masks: 1.07-1.13x the 64-key tiles without it (kernel alone, H200, B4 H16 S2048 / S4096 and B2
-// S8192, full and causal; 32 bytes of spills; cuda-attention-fwd-d256-h200-2026-11-28.md).
+// the overlap and 240-register consumers, both masks: 1.12-1.20x the 64-key tiles without it (kernel alone, H200,
+// B4 H16 S2048 / S4096 and B2 S8192, full and causal; cuda-attention-fwd-d256-h200-2026-11-28.md).
 // K/V tiles by the tensor memory accelerator (kTma) for D = 64, 256 and the causal D = 128 configuration
 // (H200, kernel alone, B4 H32 S4096 unless named, TFLOP/s: causal D128 541-543 -> 566-579, S2048 441-446 ->
 // 467-474; D64 464-471 -> 491-495, causal 394 -> 416); the producer warpgroup's cp.async copies for D = 128 without
