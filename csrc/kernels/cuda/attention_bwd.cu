@@ -2,7 +2,10 @@
 // 128 and 256, sm_80 or newer; mma.sync m16n8k16 with fp32 accumulation). Three kernels (on Hopper kernel 2 runs
 // on warpgroup MMAs instead, the same algorithm: flash_attention_bwd_sm90_kernel for D = 64 and 128,
 // attention_bwd_sm90.cuh, 1.32-1.36x faster at B4 H32 S4096 on an H100; flash_attention_bwd_sm90_d256_kernel for
-// D = 256, attention_bwd_sm90_d256.cuh, 1.30x faster at B4 H16 S4096 on an H200):
+// D = 256, attention_bwd_sm90_d256.cuh, 1.30x faster at B4 H16 S4096 on an H200). On Hopper at D = 256 a fourth
+// kernel computes dQ (flash_attention_bwd_dq_sm90_kernel, attention_bwd_dq_sm90.cuh: S and dP recomputed per query
+// tile, grad_q written once) where its blocks fill the GPU; the dK/dV kernel then leaves dQ out, and step 1 does not
+// zero dq_accum nor step 3 run (1.20-1.30x the backward with dQ's atomics at B2-B4 H16 S2048-8192 on an H200):
 //
 // 1. flash_attention_bwd_preprocess_kernel: one warp per query row: delta = rowsum(grad_out * out) in fp32
 //    (16-byte vector loads), and the row of the fp32 dq_accum workspace zeroed.
@@ -43,7 +46,8 @@
 // every 16-byte cp.async of a warp touches eight different bank groups.
 //
 // Limits: dQ is accumulated with fp32 atomic adds from every key block of a key/value head (atomicAdd; on Hopper
-// for D = 64 and 128, the copy engine's bulk reductions), so grad_q is not bitwise deterministic (the order of the additions varies from run to run; its last bits may differ).
+// for D = 64 and 128, the copy engine's bulk reductions), so grad_q is not bitwise deterministic (the order of the
+// additions varies from run to run; its last bits may differ), except where the dQ kernel runs (D = 256, Hopper).
 // grad_k and grad_v are deterministic. Sequence lengths below 2^31. The dK/dV epilogue stores 4-byte pairs
 // straight from the MMA fragments (not staged through shared memory).
 #include "compat.cuh"
@@ -73,7 +77,9 @@ cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) 
 
 #include "attention_bwd_kernel.cuh"
 #include "attention_bwd_sm90.cuh"
+#include "attention_bwd_dq_sm90.cuh"
 #include "attention_bwd_sm90_d256.cuh"
+#include "attention_tma_map.h"
 #include "launch_facts.cuh"
 
 namespace yirage::kernels::cuda {
@@ -82,8 +88,8 @@ namespace {
 // ---------------------------------------------------------------- 1. delta and dq_accum = 0
 // One warp per row (b, h, i) of the (B, Hq, Sq) rows.
 template <typename T>
-__global__ void __launch_bounds__(256) flash_attention_bwd_preprocess_kernel(const AttentionBackward p,
-                                                                              int64_t rows) {
+__global__ void __launch_bounds__(256) flash_attention_bwd_preprocess_kernel(const AttentionBackward p, int64_t rows,
+                                                                              bool zero_dq) {
   constexpr int V = kVec<T>;
   const int64_t sq = p.shape.seq_q, hq = p.shape.heads_q;
   const int d = static_cast<int>(p.shape.head_dim);
@@ -104,6 +110,7 @@ __global__ void __launch_bounds__(256) flash_attention_bwd_preprocess_kernel(con
     }
     acc = warp_sum(acc);
     if (lane == 0) p.delta[row] = acc;
+    if (!zero_dq) continue;
     float4* dq = reinterpret_cast<float4*>(p.dq_accum + row * d);
     for (int c = lane; c < d / 4; c += kWarpSize) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -165,6 +172,38 @@ struct Sm90DkdvKernel<T, 256> {
     flash_attention_bwd_sm90_d256_kernel<T><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a);
   }
 };
+
+// D = 256 on Hopper with tensor maps of K and V: the dK/dV kernel without dQ, then
+// flash_attention_bwd_dq_sm90_kernel writes grad_q (attention_bwd_dq_sm90.cuh). False: the maps cannot be made
+// (the caller takes the dK/dV kernel with dQ's atomics).
+template <typename T>
+bool sm90_d256_split_ready(const AttentionBackward& p, CUtensorMap* tm_k, CUtensorMap* tm_v) {
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const AttentionShape& s = p.shape;
+  return tensor_map(tm_k, p.k, s, s.seq_k, s.heads_k, kBf16, Sm90BwdDqConfig::kBlockN) &&
+         tensor_map(tm_v, p.v, s, s.seq_k, s.heads_k, kBf16, Sm90BwdDqConfig::kBlockN);
+}
+template <typename T>
+cudaError_t sm90_d256_dq_launch(const BwdArgs& a, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
+                                cudaStream_t stream) {
+  using C = Sm90BwdDqConfig;
+  const void* kernel = reinterpret_cast<const void*>(&flash_attention_bwd_dq_sm90_kernel<T>);
+  static std::atomic<uint64_t> smem_raised{0};
+  cudaError_t e = raise_smem_once(smem_raised, kernel, C::kSmem);
+  if (e != cudaSuccess) return e;
+  const AttentionShape& s = a.p.shape;
+  const int64_t tiles = (a.group_rows + C::kBlockM - 1) / C::kBlockM;
+  constexpr int64_t kMaxZ = 65535;  // gridDim.z
+  for (int64_t b0 = 0; b0 < s.batch; b0 += kMaxZ) {
+    const dim3 grid(unsigned(tiles), unsigned(s.heads_k), unsigned(std::min<int64_t>(kMaxZ, s.batch - b0)));
+    {
+      flash_attention_bwd_dq_sm90_kernel<T><<<grid, C::kThreads, C::kSmem, stream>>>(a, int(b0), tm_k, tm_v);
+    }
+    e = launch_status();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
 template <typename T, int kD, typename Cfg>
 struct DkdvKernel<T, kD, Cfg, true> : Sm90DkdvKernel<T, kD> {
   using C = typename Sm90DkdvKernel<T, kD>::C;
@@ -176,11 +215,21 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
   using K = DkdvKernel<T, kD, Cfg, kSm90>;
   const AttentionShape& s = p.shape;
   const int64_t rows = s.batch * s.heads_q * s.seq_q;
+  CUtensorMap tm_k{}, tm_v{};
+  bool split_dq = false;  // dQ by its own kernel (D = 256 on Hopper)
+  if constexpr (kSm90 && kD == 256) {
+    // Where the dQ kernel's blocks (one per 128 stacked query rows, each walking every key tile) fill at least half
+    // of the GPU, or walk at most 16 key tiles; else (e.g. Sq = 1 against 4K keys: 8 blocks of 65 tiles, 3.4x
+    // slower) the dK/dV kernel's atomics.
+    const int64_t dq_blocks = (s.heads_q / s.heads_k * s.seq_q + 127) / 128 * s.heads_k * s.batch;
+    const bool fills = dq_blocks * 2 >= sm_count() || s.seq_k <= 16 * Sm90BwdDqConfig::kBlockN;
+    split_dq = rows > 0 && s.seq_k > 0 && s.heads_k > 0 && fills && sm90_d256_split_ready<T>(p, &tm_k, &tm_v);
+  }
   if (rows > 0) {
     const int64_t blocks = (rows + 7) / 8;
     const dim3 grid(unsigned(blocks < bwd_max_grid ? blocks : bwd_max_grid));
     {
-      flash_attention_bwd_preprocess_kernel<T><<<grid, 256, 0, stream>>>(p, rows);
+      flash_attention_bwd_preprocess_kernel<T><<<grid, 256, 0, stream>>>(p, rows, !split_dq);
     }
     const cudaError_t e = launch_status();
     if (e != cudaSuccess) return e;
@@ -200,6 +249,18 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
     static std::atomic<uint64_t> smem_raised{0};  // the attribute belongs to the device: once per device
     cudaError_t e = raise_smem_once(smem_raised, reinterpret_cast<const void*>(K::kernel()), K::kSmem);
     if (e != cudaSuccess) return e;
+    if constexpr (kSm90 && kD == 256) {
+      if (split_dq) {
+        const void* dkdv = reinterpret_cast<const void*>(&flash_attention_bwd_sm90_d256_kernel<T, false>);
+        static std::atomic<uint64_t> dkdv_raised{0};
+        e = raise_smem_once(dkdv_raised, dkdv, K::kSmem);
+        if (e != cudaSuccess) return e;
+        flash_attention_bwd_sm90_d256_kernel<T, false><<<dim3(unsigned(blocks)), K::kThreads, K::kSmem, stream>>>(a);
+        e = launch_status();
+        if (e != cudaSuccess) return e;
+        return sm90_d256_dq_launch<T>(a, tm_k, tm_v, stream);
+      }
+    }
     K::launch(unsigned(blocks), a, stream);
     e = launch_status();
     if (e != cudaSuccess) return e;

@@ -2,7 +2,9 @@
 // torch-free; CUDA sm_90a only): fp16/bf16. Included by attention_bwd.cu, which runs it instead of
 // flash_attention_bwd_dkdv_kernel (attention_bwd_kernel.cuh) on compute capability 9.0 when its sm_90a code was
 // built: the same arguments (BwdArgs), the same walk over the query tiles (BwdQueryWalk), the same results
-// (grad_k, grad_v; dQ added into dq_accum with fp32 atomics).
+// (grad_k, grad_v; dQ added into dq_accum with fp32 atomics, or with kDq = false left to
+// flash_attention_bwd_dq_sm90_kernel, attention_bwd_dq_sm90.cuh, where the launcher can run it: those atomics took
+// 40% of this kernel's time, below).
 //
 // attention_bwd_sm90.cuh (head dims 64 and 128) gives each warpgroup its own keys and every column of their dK
 // and dV; at kD = 256 that is 256 accumulator registers per thread. Here the two warpgroups split the columns
@@ -43,7 +45,10 @@
 // reduction per row, with the next tile's copies moved after the hand-over, was slower (2026-11-27: 280 -> 265
 // TFLOP/s, causal 255 -> 245). Warp-specialized (2026-11-27; before, both warpgroups issued the copies between two
 // block-wide barriers per tile): 279-280 -> 300-301, causal 254 -> 271-272, S2048 causal 221 -> 233-234
-// (benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md).
+// (benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md). 2026-11-28 (H200, B4 H16 S4096): with the dQ
+// products kept but no atomics issued (timing only) 495-499 TFLOP/s against 300-302, causal 442-445 against 273-275:
+// the atomics are 40% of the time; adding 16 bytes a thread (float4 atomics after a lane exchange, half the
+// instructions) was 3% slower. Hence the separate dQ kernel (cuda-attention-bwd-d256-dq-h200-2026-11-28.md).
 #pragma once
 
 #include "compat.cuh"
@@ -85,7 +90,8 @@ struct Sm90BwdD256Config {
   static_assert(BwdTraits<kD, Walk>::kThreads == 128, "the producer warpgroup copies");
 };
 
-template <typename T>
+// kDq = false: no dQ (its products and atomics left out; flash_attention_bwd_dq_sm90_kernel computes it instead).
+template <typename T, bool kDq = true>
 __global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1)
     flash_attention_bwd_sm90_d256_kernel(const BwdArgs a) {
 #if !YIRAGE_SM90A_DEVICE
@@ -261,13 +267,15 @@ __global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1)
     // MN-major (its 64-column panels kBlockN * 128 bytes apart).
     float dqa[64];
     wgmma_fence();
+    if constexpr (kDq) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t da = smem_desc(sDS + kk * 16 * 128, kBlockN * 128, 1024);
-      const uint64_t db = smem_desc(sK + (col0 / 64) * kBlockN * 128 + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_ss_step<T, 128, 1, 1>(dqa, da, db, kk == 0);
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint64_t da = smem_desc(sDS + kk * 16 * 128, kBlockN * 128, 1024);
+        const uint64_t db = smem_desc(sK + (col0 / 64) * kBlockN * 128 + kk * 16 * 128, kBlockN * 128, 1024);
+        wgmma_ss_step<T, 128, 1, 1>(dqa, da, db, kk == 0);
+      }
+      wgmma_commit();
     }
-    wgmma_commit();
     // dV_w += P^T dO, dK_w += dS^T Q: A = P^T / dS^T K-major (16-query k steps along the rows), B = dO / Q
     // MN-major (16-row k steps, the warpgroup's two 64-column panels kBlockM * 128 bytes apart).
 #pragma unroll
@@ -277,11 +285,12 @@ __global__ void __launch_bounds__(Sm90BwdD256Config::kThreads, 1)
       wgmma_ss_n128<T, 1>(dk, smem_desc(sDS + kk * 32, 16, 1024), smem_desc(sQ + b_off, kBlockM * 128, 1024), 1);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // dQ
-    fence_regs(dqa);
-
+    if constexpr (kDq) {
+      wgmma_wait<1>();  // dQ
+      fence_regs(dqa);
+    }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < (kDq ? 2 : 0); ++h) {
       const int64_t r = m0 + key0 + 8 * h;  // dQ rows are queries, in the accumulator's row layout
       if (r < rows) {
         float* dst = p.dq_accum + (row_base + r) * kD + col0 + 2 * t;
