@@ -1,7 +1,8 @@
 // Harness of the Hopper attention backward (not part of the library): the library's forward and backward entry
 // points built into one binary (for sm_90a); on the same random bf16 inputs the backward runs with the mma.sync
 // dK/dV kernel (attention_bwd_kernel.cuh, the wide tile) and with the wgmma one (attention_bwd_sm90.cuh, or
-// attention_bwd_sm90_d256.cuh for D = 256); their grad_q / grad_k / grad_v are compared element by element (max
+// attention_bwd_sm90_d256.cuh for D = 256, with the dQ kernel of attention_bwd_dq_sm90.cuh where the launcher takes
+// it); their grad_q / grad_k / grad_v are compared element by element (max
 // difference over max magnitude, and elements off by more than 1% of the max magnitude: `bad`), then both are
 // timed (median of `iters` calls).
 // Build (on a GPU machine): nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a

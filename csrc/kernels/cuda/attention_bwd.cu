@@ -187,6 +187,12 @@ template <typename T>
 cudaError_t sm90_d256_dq_launch(const BwdArgs& a, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
                                 cudaStream_t stream) {
   using C = Sm90BwdDqConfig;
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const AttentionBackward& p = a.p;
+  CUtensorMap tm_q{}, tm_do{};  // Q and dO by TMA where no tile spans two query heads
+  const bool q_tma = (p.shape.heads_q == p.shape.heads_k || p.shape.seq_q % C::kBlockM == 0) &&
+                     tensor_map(&tm_q, p.q, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM) &&
+                     tensor_map(&tm_do, p.grad_out, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM);
   const void* kernel = reinterpret_cast<const void*>(&flash_attention_bwd_dq_sm90_kernel<T>);
   static std::atomic<uint64_t> smem_raised{0};
   cudaError_t e = raise_smem_once(smem_raised, kernel, C::kSmem);
@@ -197,7 +203,8 @@ cudaError_t sm90_d256_dq_launch(const BwdArgs& a, const CUtensorMap& tm_k, const
   for (int64_t b0 = 0; b0 < s.batch; b0 += kMaxZ) {
     const dim3 grid(unsigned(tiles), unsigned(s.heads_k), unsigned(std::min<int64_t>(kMaxZ, s.batch - b0)));
     {
-      flash_attention_bwd_dq_sm90_kernel<T><<<grid, C::kThreads, C::kSmem, stream>>>(a, int(b0), tm_k, tm_v);
+      flash_attention_bwd_dq_sm90_kernel<T><<<grid, C::kThreads, C::kSmem, stream>>>(a, int(b0), q_tma, tm_k, tm_v,
+                                                                                     tm_q, tm_do);
     }
     e = launch_status();
     if (e != cudaSuccess) return e;

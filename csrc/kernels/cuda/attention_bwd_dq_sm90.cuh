@@ -6,16 +6,21 @@
 // price of recomputing S and dP: no atomics, no fp32 workspace, grad_q written once.
 //
 // One block per (tile of 128 stacked query rows, key/value head, batch): a producer warpgroup and two consumer
-// warpgroups (warpgroup w owns rows 64w..64w+63), as flash_attention_fwd_sm90_kernel. The consumers copy their rows
-// of Q and dO (cp.async; any strides, tiles across query heads), the producer's thread 0 streams the key tiles (64
-// keys) by TMA, K through two stages and V through one (the 64 KB of Q and dO each leave 96 KB). Per key tile, the
-// warpgroups take turns at the tensor cores (named barriers 1 and 2, as the forward's ring); each
+// warpgroups (warpgroup w owns rows 64w..64w+63), as flash_attention_fwd_sm90_kernel. The producer's thread 0 copies
+// the tile's Q and dO by TMA where the tile lies in one query head (q_tma; else each consumer warpgroup copies its
+// rows with cp.async), then streams the key tiles (64 keys) by TMA, K through two stages and V through one (the
+// 64 KB each of Q and dO leave 96 KB). Per key tile the warpgroups take turns at the tensor cores (named barriers 1
+// and 2, as the forward's ring); each
 //   dP = dO V^T, S = Q K^T   (m64 x n64, k = 256; both operands in shared memory; dP first: V's single stage is
 //                             released as soon as both warpgroups' dP are done)
 //   P = exp2(S scale log2(e) - lse log2(e)) (0 where the key is hidden), dS = P (dP - delta)
 //   dQ += dS K               (m64 x n256, k = 64; A = dS from registers, B = K MN-major; not waited for: the key
 //                             stage is released at the next tile)
 // then dQ * scale goes out through the warpgroup's rows of the Q tile (16-byte stores).
+// Measured (the whole backward, harness benchmarks/cuda/attention_bwd_sm90_tune.cu, bf16, against the dK/dV kernel
+// with dQ's atomics): H200 B4 H16 S4096 301 -> 361-366 TFLOP/s, causal 273 -> 338-342, S2048 causal 235 -> 287-290,
+// B4 Hq32 Hk8 S2048 causal 241 -> 318-320; H100 1.28-1.40x (benchmarks/results/cuda-attention-bwd-d256-dq-h200-
+// 2026-11-28.md). With few blocks and many key tiles (Sq = 1 against 4K keys) it is slower: the launcher's rule.
 #pragma once
 
 #include "compat.cuh"
@@ -45,15 +50,17 @@ struct Sm90BwdDqConfig {
   static constexpr int kTileQ = kBlockM * kD * 2, kTileKV = kBlockN * kD * 2;
   static constexpr int kOffQ = 0, kOffDO = kTileQ, kOffK = 2 * kTileQ, kOffV = kOffK + 2 * kTileKV,
                        kOffBar = kOffV + kTileKV;
-  static constexpr int kSmem = kOffBar + 6 * 8 + 1024;  // mbarriers full_k[2], empty_k[2], full_v, empty_v
+  static constexpr int kSmem = kOffBar + 7 * 8 + 1024;  // mbarriers full_k[2], empty_k[2], full_v, empty_v, full_q
   static_assert(kSmem <= 232448, "a block's opt-in shared memory on sm_90");
 };
 
 template <typename T>
 __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
-    flash_attention_bwd_dq_sm90_kernel(const BwdArgs a, const int batch_offset,
+    flash_attention_bwd_dq_sm90_kernel(const BwdArgs a, const int batch_offset, const bool q_tma,
                                        const __grid_constant__ CUtensorMap tm_k,
-                                       const __grid_constant__ CUtensorMap tm_v) {
+                                       const __grid_constant__ CUtensorMap tm_v,
+                                       const __grid_constant__ CUtensorMap tm_q,
+                                       const __grid_constant__ CUtensorMap tm_do) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -87,7 +94,7 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
   const uint32_t bars = base + Cfg::kOffBar;
   auto full_k = [&](int s) { return bars + 8 * s; };
   auto empty_k = [&](int s) { return bars + 16 + 8 * s; };
-  const uint32_t full_v = bars + 32, empty_v = bars + 40;
+  const uint32_t full_v = bars + 32, empty_v = bars + 40, full_q = bars + 48;
   if (tid == 0) {
     for (int s = 0; s < 2; ++s) {
       mbar_init(full_k(s), 1);
@@ -95,12 +102,22 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
     }
     mbar_init(full_v, 1);
     mbar_init(empty_v, 4 * kWG);
+    mbar_init(full_q, 1);
   }
   __syncthreads();
 
   if (tid >= 128 * kWG) {  // the producer warpgroup: its thread 0 copies the key tiles
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (tid != 128 * kWG) return;
+    if (q_tma) {  // the query tile's Q and dO first
+      mbar_arrive_expect_tx(full_q, 2 * Cfg::kTileQ);  // whole boxes: rows past Sq come back as zeros
+#pragma unroll
+      for (int c = 0; c < kD / 64; ++c) {
+        const int hq = hk * group + m0 / sq;
+        tma_load_4d(s_q + c * kBlockM * 128, &tm_q, 64 * c, m0 % sq, hq, b, full_q);
+        tma_load_4d(s_do + c * kBlockM * 128, &tm_do, 64 * c, m0 % sq, hq, b, full_q);
+      }
+    }
     for (int nb = 0; nb < n_blocks; ++nb) {
       const int s = nb & 1;
       mbar_wait(empty_k(s), ((nb >> 1) & 1) ^ 1);
@@ -119,12 +136,13 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
     return;
   }
 
-  // Consumers: this warpgroup's 64 rows of Q and dO (rows past G * Sq zero-filled).
+  // Consumers: this warpgroup's 64 rows of Q and dO (rows past G * Sq zero-filled), unless the producer copies the
+  // tile.
   setmaxnreg_inc<Cfg::kConsumerRegs>();
   const int64_t hq0 = static_cast<int64_t>(hk) * group;
   const T* qg = static_cast<const T*>(p.q.ptr) + b * p.q.batch_stride + hq0 * p.q.head_stride;
   const T* dog = static_cast<const T*>(p.grad_out.ptr) + b * p.grad_out.batch_stride + hq0 * p.grad_out.head_stride;
-  for (int c = tid & 127; c < 64 * kChunks; c += 128) {
+  for (int c = tid & 127; c < (q_tma ? 0 : 64 * kChunks); c += 128) {
     const int row = wg * 64 + c / kChunks, ch = c % kChunks;
     const int r = m0 + row;
     const bool valid = r < R;
@@ -158,9 +176,14 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
   for (int i = 0; i < kD / 2; ++i) dq[i] = 0.f;
   fence_regs(dq);
 
-  cp_async_wait<0>();
-  fence_proxy_async();
-  named_sync(1 + kWG + wg, 128);
+  if (q_tma) {
+    mbar_wait(full_q, 0);
+    fence_proxy_async();
+  } else {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_sync(1 + kWG + wg, 128);
+  }
 
   const uint32_t q_wg = s_q + wg * 64 * 128, do_wg = s_do + wg * 64 * 128;  // this warpgroup's rows of each panel
   auto issue_ss = [&](float (&d)[kBlockN / 2], uint32_t a_rows, uint32_t b_tile) {
