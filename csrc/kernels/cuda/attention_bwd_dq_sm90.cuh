@@ -267,17 +267,7 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
     }
   }
   named_sync(1 + kWG + wg, 128);
-  T* const gq = static_cast<T*>(p.grad_q) + row_all0 * kD;
-  for (int c = tid & 127; c < 64 * kChunks; c += 128) {
-    const int row = wg * 64 + c / kChunks, ch = c % kChunks;
-    const int r = m0 + row;
-    if (r >= R) continue;
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(s_q + sw128_offset(row, ch, kBlockM)));
-    *reinterpret_cast<uint4*>(gq + static_cast<int64_t>(r) * kD + ch * 8) = v;
-  }
+  store_tile_rows<T, kD, kBlockM>(s_q, tid, wg, m0, R, static_cast<T*>(p.grad_q) + row_all0 * kD);
 #endif  // YIRAGE_SM90A_DEVICE
 }
 

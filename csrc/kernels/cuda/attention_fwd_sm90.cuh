@@ -363,16 +363,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   }
   named_sync(1 + kWG + wg, 128);
-  for (int c = tid & 127; c < 64 * kChunks; c += 128) {
-    const int row = wg * 64 + c / kChunks, ch = c % kChunks;
-    const int r = m0 + row;
-    if (r >= R) continue;
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(s_q + sw128_offset(row, ch, kBlockM)));
-    *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + (out_row0 + r) * kD + ch * 8) = v;
-  }
+  store_tile_rows<T, kD, kBlockM>(s_q, tid, wg, m0, R, static_cast<T*>(p.out) + out_row0 * kD);
 #endif
 }
 

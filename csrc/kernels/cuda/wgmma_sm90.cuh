@@ -50,6 +50,23 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 __device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, int rows) {
   return static_cast<uint32_t>((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
 }
+// Thread tid % 128 of warpgroup `wg`: copies the warpgroup's 64 rows (64 wg .. 64 wg + 63) of a kRows-row tile of kD
+// columns at `tile` (the layout above) to rows m0 + 64 wg .. of `dst` (kD elements a row, contiguous), 16 bytes at
+// a time, rows at or past `rows` left out. The caller has made the tile's rows visible (a barrier of the warpgroup).
+template <typename T, int kD, int kRows>
+__device__ __forceinline__ void store_tile_rows(uint32_t tile, int tid, int wg, int m0, int rows, T* dst) {
+  constexpr int kChunks = kD / 8;
+  for (int c = tid & 127; c < 64 * kChunks; c += 128) {
+    const int row = wg * 64 + c / kChunks, ch = c % kChunks;
+    const int r = m0 + row;
+    if (r >= rows) continue;
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(tile + sw128_offset(row, ch, kRows)));
+    *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(r) * kD + ch * 8) = v;
+  }
+}
 // The same as a tile type, for code that takes one (BwdQueryWalk's Layout).
 template <int kRows>
 struct PanelTile {
