@@ -179,7 +179,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cuda(
   const at::Tensor q = attention_rows(q_in), k = attention_rows(k_in), v = attention_rows(v_in);
   const at::Tensor out = attention_rows(out_in), grad_out = attention_rows(grad_out_in);
   const at::Tensor lse = lse_in.contiguous();
-  at::Tensor dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));
   at::Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   kcu::AttentionBackward p;
   p.shape = attention_shape(q, k, causal, scale);
@@ -192,8 +191,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cuda(
   p.grad_q = dq.data_ptr();
   p.grad_k = dk.data_ptr();
   p.grad_v = dv.data_ptr();
-  p.dq_accum = dq_accum.data_ptr<float>();
   p.delta = delta.data_ptr<float>();
+  at::Tensor dq_accum;  // fp32 workspace, unless the kernels write grad_q without it
+  if (kcu::attention_backward_needs_dq_accum(p)) {
+    dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));
+    p.dq_accum = dq_accum.data_ptr<float>();
+  }
   check_launch("attention_backward", kcu::attention_backward(p, current_stream()));
   return {dq, dk, dv};
 }

@@ -62,7 +62,7 @@ struct AttentionBackward {
   void* grad_k = nullptr;          // (B, Hk, Sk, D), contiguous; summed over the query heads of each group
   void* grad_v = nullptr;          // (B, Hk, Sk, D), contiguous
   // Workspace the caller allocates (not initialized): dq_accum (B, Hq, Sq, D) fp32 (the order of a row's elements is
-  // the kernels' own), delta (B, Hq, Sq) fp32.
+  // the kernels' own; null where attention_backward_needs_dq_accum says so), delta (B, Hq, Sq) fp32.
   float* dq_accum = nullptr;
   float* delta = nullptr;
 };
@@ -86,6 +86,10 @@ bool attention_layout_ok(const AttentionOperand& t);
 int attention_forward_splits(const AttentionShape& s, int sm_count);
 
 cudaError_t attention_forward(const AttentionForward& p, cudaStream_t stream);
+
+// Whether attention_backward needs the dq_accum workspace for these arguments on the current device (false: head
+// dim 256 on Hopper where its dQ kernel runs; dq_accum may then be null). Everything else of `p` set as for the call.
+bool attention_backward_needs_dq_accum(const AttentionBackward& p);
 cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream);
 
 }  // namespace yirage::kernels::cuda

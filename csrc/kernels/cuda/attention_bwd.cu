@@ -60,6 +60,7 @@ namespace yirage::kernels::cuda {
 
 // ROCm: no tensor-core kernels (the glue takes the portable kernel; attention_native is false).
 int64_t attention_backward_smem(int64_t) { return 0; }
+bool attention_backward_needs_dq_accum(const AttentionBackward&) { return true; }
 
 cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) {
   (void)p;
@@ -173,13 +174,17 @@ struct Sm90DkdvKernel<T, 256> {
   }
 };
 
-// D = 256 on Hopper with tensor maps of K and V: the dK/dV kernel without dQ, then
-// flash_attention_bwd_dq_sm90_kernel writes grad_q (attention_bwd_dq_sm90.cuh). False: the maps cannot be made
-// (the caller takes the dK/dV kernel with dQ's atomics).
+// D = 256 on Hopper: whether the dK/dV kernel runs without dQ and flash_attention_bwd_dq_sm90_kernel writes grad_q
+// (attention_bwd_dq_sm90.cuh): where the dQ kernel's blocks (one per 128 stacked query rows, each walking every key
+// tile) fill at least half of the GPU or walk at most 16 key tiles (else, e.g. Sq = 1 against 4K keys: 8 blocks of
+// 65 tiles, 3.4x slower), and the tensor maps of K and V can be made. False: the dK/dV kernel with dQ's atomics.
 template <typename T>
-bool sm90_d256_split_ready(const AttentionBackward& p, CUtensorMap* tm_k, CUtensorMap* tm_v) {
+bool sm90_d256_split(const AttentionBackward& p, CUtensorMap* tm_k, CUtensorMap* tm_v) {
   constexpr bool kBf16 = std::is_same_v<T, bf16>;
   const AttentionShape& s = p.shape;
+  if (s.batch <= 0 || s.heads_q <= 0 || s.heads_k <= 0 || s.seq_q <= 0 || s.seq_k <= 0) return false;
+  const int64_t dq_blocks = (s.heads_q / s.heads_k * s.seq_q + 127) / 128 * s.heads_k * s.batch;
+  if (dq_blocks * 2 < sm_count() && s.seq_k > 16 * Sm90BwdDqConfig::kBlockN) return false;
   return tensor_map(tm_k, p.k, s, s.seq_k, s.heads_k, kBf16, Sm90BwdDqConfig::kBlockN) &&
          tensor_map(tm_v, p.v, s, s.seq_k, s.heads_k, kBf16, Sm90BwdDqConfig::kBlockN);
 }
@@ -224,14 +229,8 @@ cudaError_t bwd_launch(const AttentionBackward& p, cudaStream_t stream) {
   const int64_t rows = s.batch * s.heads_q * s.seq_q;
   CUtensorMap tm_k{}, tm_v{};
   bool split_dq = false;  // dQ by its own kernel (D = 256 on Hopper)
-  if constexpr (kSm90 && kD == 256) {
-    // Where the dQ kernel's blocks (one per 128 stacked query rows, each walking every key tile) fill at least half
-    // of the GPU, or walk at most 16 key tiles; else (e.g. Sq = 1 against 4K keys: 8 blocks of 65 tiles, 3.4x
-    // slower) the dK/dV kernel's atomics.
-    const int64_t dq_blocks = (s.heads_q / s.heads_k * s.seq_q + 127) / 128 * s.heads_k * s.batch;
-    const bool fills = dq_blocks * 2 >= sm_count() || s.seq_k <= 16 * Sm90BwdDqConfig::kBlockN;
-    split_dq = rows > 0 && s.seq_k > 0 && s.heads_k > 0 && fills && sm90_d256_split_ready<T>(p, &tm_k, &tm_v);
-  }
+  if constexpr (kSm90 && kD == 256) split_dq = sm90_d256_split<T>(p, &tm_k, &tm_v);
+  if (!split_dq && rows > 0 && p.dq_accum == nullptr) return cudaErrorInvalidValue;  // (the workspace is needed)
   if (rows > 0) {
     const int64_t blocks = (rows + 7) / 8;
     const dim3 grid(unsigned(blocks < bwd_max_grid ? blocks : bwd_max_grid));
@@ -314,6 +313,13 @@ cudaError_t bwd_dispatch_dim(const AttentionBackward& p, int max_smem, cudaStrea
   }
 }
 
+// The current device's opt-in shared memory per block (asked once per device: launch_facts.cuh), which picks the
+// tiles; YIRAGE_CUDA_ATTENTION_TILES=narrow: 0, the narrow tiles on any device (they are what sm_86 / sm_89 run).
+int bwd_max_smem() {
+  const char* tiles = std::getenv("YIRAGE_CUDA_ATTENTION_TILES");
+  return tiles != nullptr && std::strcmp(tiles, "narrow") == 0 ? 0 : smem_optin();
+}
+
 }  // namespace
 
 int64_t attention_backward_smem(int64_t head_dim) {
@@ -325,18 +331,23 @@ int64_t attention_backward_smem(int64_t head_dim) {
   }
 }
 
+bool attention_backward_needs_dq_accum(const AttentionBackward& p) {
+  if (p.shape.head_dim != 256 || (p.shape.dtype != DType::bf16 && p.shape.dtype != DType::f16)) return true;
+  using Wide = BwdConfig<256>::wide;
+  if (bwd_max_smem() < DkdvKernel<bf16, 256, Wide, true>::kSmem || !sm90_backward_ready()) return true;
+  CUtensorMap tm_k{}, tm_v{};
+  const bool split = p.shape.dtype == DType::bf16 ? sm90_d256_split<bf16>(p, &tm_k, &tm_v)
+                                                  : sm90_d256_split<f16>(p, &tm_k, &tm_v);
+  return !split;
+}
+
 cudaError_t attention_backward(const AttentionBackward& p, cudaStream_t stream) {
   const AttentionShape& s = p.shape;
   if (s.heads_k == 0 && s.heads_q == 0) return cudaSuccess;  // nothing to compute
   if (s.batch < 0 || s.heads_q < 0 || s.heads_k <= 0 || s.seq_q < 0 || s.seq_k < 0 || s.heads_q % s.heads_k != 0)
     return cudaErrorInvalidValue;
   if (s.seq_q > 0x7fffffff || s.seq_k > 0x7fffffff) return cudaErrorInvalidValue;
-  // the current device's opt-in shared memory per block (asked once per device: launch_facts.cuh) picks the kD = 128
-  // tile
-  int max_smem = smem_optin();
-  // YIRAGE_CUDA_ATTENTION_TILES=narrow: the narrow tiles on any device (they are what sm_86 / sm_89 run)
-  const char* tiles = std::getenv("YIRAGE_CUDA_ATTENTION_TILES");
-  if (tiles != nullptr && std::strcmp(tiles, "narrow") == 0) max_smem = 0;
+  const int max_smem = bwd_max_smem();
   switch (s.dtype) {
     case DType::bf16: return bwd_dispatch_dim<bf16>(p, max_smem, stream);
     case DType::f16: return bwd_dispatch_dim<f16>(p, max_smem, stream);
