@@ -12,29 +12,29 @@
 //     one bulk reduction of the tile (the copy engine's atomic adds) and hands the buffer back once read (dq_empty[b]).
 //   warpgroups 1 and 2, the math (setmaxnreg up to kMathRegs): math warpgroup w owns keys 64w..64w+63 and keeps
 //     their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
-//     tiles of kBlockM rows. Per tile, once full[s]:
+//     tiles of kBlockM rows. Per tile j, once full[s]:
 //   S^T = K_w Q^T, dP^T = V_w dO^T      (wgmma, A and B from shared memory; kD = 128: S^T waited for first)
 //   P^T = exp2(S^T * scale * log2(e) - lse * log2(e)), 0 where the key is hidden;
-//   dV_w += P^T dO                      (wgmma, A from registers, B MN-major; not waited for)
+//   dV_w += P^T dO                      (wgmma, A from registers, B MN-major; not waited for yet)
 //   dS^T = P^T (dP^T - delta); dK_w += dS^T Q (the same way)
-//   named barrier 1: both math warpgroups are done with the previous tile's dQ products (which read dS^T)
-//   dS^T (rounded to T) to shared memory; named barrier 2: both warpgroups' dS^T are there
-//   dQ_part = dS K                      (wgmma, A = dS read MN-major from the dS^T tile, B = K MN-major), waited
-//                                        for with dV / dK; release the stage (empty[s]); stage dQ_part in buffer
-//                                        b (two, alternate tiles) once dq_empty[b], then dq_full[b]
+//   dS^T (rounded to T) into the block's dS^T tile, then dV / dK waited for. The tile's dQ part is one warpgroup's,
+//   warpgroup j % 2 (the two take turns, so that while one computes dQ the other is already at the next tile):
+//     the other warpgroup signals that its dS^T is stored (named barrier 2), releases the stage and goes on;
+//     the dQ warpgroup waited, before its stores, for the other's dQ products of tile j - 1 (named barrier 1), then
+//     waits for its dS^T and computes dQ_part = dS K (wgmma, kBlockM / 64 products of m64 x kD, A = dS read
+//     MN-major from the dS^T tile, B = K MN-major), releases the stage, signals barrier 1 (if a tile follows) and
+//     stages dQ_part in buffer j % 2 once dq_empty, then dq_full.
 // The math warpgroups issue no copy and never wait for a reduction of the tile they just finished.
-// dQ: with kBlockM = 128 (kD = 64) math warpgroup w computes query rows 64w..64w+63, every column; with kBlockM = 64
-// (kD = 128) every row, columns 64w..64w+63: one m64n64 accumulator over the block's 128 keys either way.
 // dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ (R % 8)), the staged
 // tile's bank-conflict-free order, so that the tile is one contiguous range; the dQ conversion kernel reads them
 // back in that order (attention_bwd.cu).
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
 // their columns between the warpgroups instead.
 // Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H32 S4096, TFLOP/s, kD = 128
-// / causal / kD = 64 / causal): per-thread fp32 atomics 369 / 328 / 327 / 283; per-row bulk reductions 393 / 341 /
-// 333 / 286; per-tile, kD = 128's split waits 418-427 / 362-366 / 370-374 / 313-316; warp-specialized (2026-11-27)
-// 443-447 / 376-377 / 382-383 / 325-326. What was tried and dropped, and where the time goes now:
-// benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md and the files it names.
+// / causal / kD = 64 / causal): per-tile bulk reductions, both warpgroups at every tile's dQ (split by columns or
+// rows) 418-427 / 362-366 / 370-374 / 313-316; warp-specialized 443-447 / 376-377 / 382-383 / 325-326; dQ by turns
+// (2026-11-28) 451-462 / 384-386 / 407 / 339. What was tried, and where the time goes:
+// benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md, cuda-attention-bwd-dq-turns-h200-2026-11-28.md.
 #pragma once
 
 #include "compat.cuh"
@@ -44,67 +44,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention_bwd_sm90_config.cuh"
 #include "attention_bwd_tile.cuh"
 #include "wgmma_sm90.cuh"
 
 namespace yirage::kernels::cuda {
 namespace {
-
-template <int kD_>
-struct Sm90BwdConfig {
-  static constexpr int kD = kD_;
-  static constexpr int kBlockN = 128;                  // keys per block: 64 per math warpgroup
-  static constexpr int kBlockM = kD == 64 ? 128 : 64;  // query rows per tile
-  static constexpr int kThreads = 384;                 // the producer warpgroup, then two math warpgroups
-  // Registers per thread after setmaxnreg: the math warpgroups take what the producer gives back (the CTA's pool,
-  // at the launch's even share of 168): 40 / 232. At 24 / 240 the producer spills 500 bytes and the kernel is slower
-  // (measured above).
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kMathRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
-  static_assert(2 * (kMathRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
-  static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0 && kMathRegs <= 256, "setmaxnreg: 24..256, by 8");
-  // The producer's view of the walk (BwdTraits): 128 threads, lse and delta by cp.async.
-  using Walk = BwdTile<kBlockN, kBlockM, 1, 32, 1, true>;
-  // Shared memory (bytes from the first 1024-byte boundary): K, V, two stages of Q and dO, dS^T (kBlockN rows
-  // of kBlockM queries), two stages of lse / delta / key limits.
-  static constexpr int kKV = kBlockN * kD * 2, kQ = kBlockM * kD * 2, kDS = kBlockN * kBlockM * 2;
-  static constexpr int kRow = kBlockM * 4;
-  static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
-                       kOffLse = kOffDS + kDS, kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
-  // dQ parts, staged for the bulk reductions: two buffers of kBlockM rows of kD floats in dq_accum's layout (16-byte
-  // chunk c of packed row R at chunk c ^ (R % 8): the float2 stores of a warp's eight rows fall in different banks),
-  // so that a tile goes out in one reduction.
-  static constexpr int kDqRow = kD * 4, kDqBuf = kBlockM * kDqRow;
-  // kD = 128: S^T and dP^T waited for one after the other (P^T computed and dV's products issued while dP^T is on the
-  // tensor cores); kD = 64: both at once (the split was 1-2% slower there).
-  static constexpr bool kSplitWaits = kD == 128;
-  static constexpr int kOffDq = kOffLim + 2 * kRow;
-  static constexpr int kOffBar = kOffDq + 2 * kDqBuf;  // mbarriers: full[2], empty[2], dq_full[2], dq_empty[2]
-  static constexpr int kSmem = kOffBar + 8 * 8 + 1024;
-  static constexpr bool kDqByRows = kBlockM == 128;  // dQ split between the warpgroups by rows, else by columns
-  static_assert(kD == 64 || kD == 128, "wgmma n = head dim for dK / dV: 64 or 128 here");
-  static_assert(kBlockM == 64 || kBlockM == 128, "wgmma n = query tile for S^T / dP^T: 64 or 128");
-  static_assert(BwdTraits<kD, Walk>::kThreads == 128, "the producer warpgroup copies");
-  static_assert(kOffDS % 1024 == 0 && kOffQ % 1024 == 0, "wgmma tiles start at 1024-byte boundaries");
-  static_assert(kOffDq % 16 == 0 && kDqRow % 16 == 0 && kOffBar % 8 == 0 && kSmem <= 232448,
-                "bulk copies: 16-byte aligned rows");
-};
-
-// A producer warpgroup's thread (this kernel's and attention_bwd_sm90_d256.cuh's): the walk's current tile, its
-// j-th, into stage s = j % 2 (Cfg's Q / dO tiles at base, lse / delta / key limits) once both math warpgroups have
-// released the stage (mbarrier empty, a fresh one passing at once); then full: this thread's copies arrive when they
-// land, then the thread itself, releasing its plain stores of the key limits.
-template <typename Cfg, typename Walk>
-__device__ __forceinline__ void sm90_bwd_produce_tile(const Walk& walk, int j, uint32_t full, uint32_t empty,
-                                                      uint32_t base, float* lse, float* delta, int* lim) {
-  const int s = j & 1;
-  sm90::mbar_wait(empty, ((j >> 1) & 1) ^ 1);
-  walk.load(base + Cfg::kOffQ + s * Cfg::kQ, base + Cfg::kOffDO + s * Cfg::kQ, lse + s * Cfg::kBlockM,
-            delta + s * Cfg::kBlockM, lim + s * Cfg::kBlockM);
-  sm90::mbar_arrive_cp_async(full);
-  sm90::mbar_arrive(full);
-}
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_kernel(const BwdArgs a) {
@@ -141,7 +86,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     for (int s = 0; s < 2; ++s) {
       mbar_init(full(s), 256);   // the producer's threads: their copies' arrival, then their own
       mbar_init(empty(s), 256);  // the math threads
-      mbar_init(dq_full(s), 256);
+      mbar_init(dq_full(s), 128);  // the math warpgroup whose turn it was
       mbar_init(dq_empty(s), 1);
     }
   }
@@ -197,24 +142,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
 
   const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;
   const float scale_log2 = a.scale_log2;
-  const int q_row = (Cfg::kDqByRows ? wg * 64 : 0) + warp_in_wg * 16 + g;
-  const int q_col = (Cfg::kDqByRows ? 0 : wg * 64) + 2 * t;
-  float dqa[32];  // dQ_part of a tile: m64 x 64 (rows q_row, q_row + 8; columns q_col + 8 j + (0, 1))
+  const int q_row = warp_in_wg * 16 + g;
+  constexpr int kDqM = Cfg::kDqM;
+  float dqa[kDqM][kD / 2];  // a tile's dQ part: rows q_row + 64 mi (+ 8), columns 8 j + 2t + (0, 1)
   // Tile jj's dQ part (first row m0) into buffer jj % 2 once the reduction two tiles back has read it; then tell
   // the producer's thread 0.
   auto stage_dq = [&](int jj, int64_t m0) {
     const int buf = jj & 1;
     mbar_wait(dq_empty(buf), ((jj >> 1) & 1) ^ 1);
     unsigned char* const staged = base_ptr + Cfg::kOffDq + buf * Cfg::kDqBuf;
-    const int rb = static_cast<int>((row_base + m0) & 7), c0 = q_col >> 2;
+    const int rb = static_cast<int>((row_base + m0) & 7), c0 = t >> 1;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = q_row + 8 * h, rs = (row + rb) & 7;
-      unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
+    for (int mi = 0; mi < kDqM; ++mi) {
 #pragma unroll
-      for (int jc = 0; jc < 8; ++jc) {
-        *reinterpret_cast<float2*>(rp + (((c0 + 2 * jc) ^ rs) << 4)) =
-            make_float2(dqa[4 * jc + 2 * h], dqa[4 * jc + 2 * h + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const int row = q_row + 64 * mi + 8 * h, rs = (row + rb) & 7;
+        unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
+#pragma unroll
+        for (int jc = 0; jc < kD / 8; ++jc) {
+          *reinterpret_cast<float2*>(rp + (((c0 + 2 * jc) ^ rs) << 4)) =
+              make_float2(dqa[mi][4 * jc + 2 * h], dqa[mi][4 * jc + 2 * h + 1]);
+        }
       }
     }
     fence_proxy_async();
@@ -336,7 +284,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     }
     wgmma_commit();
 
-    if (j > 0) named_sync(1, 256);  // both math warpgroups are done with the previous tile's dQ products
+    // Tile j's dQ part is warpgroup (j % 2)'s: the other warpgroup's products of tile j - 1 read dS^T until it
+    // signals (named barrier 1); its own, if any, it waited for.
+    const bool dq_turn = (j & 1) == wg;
+    if (j > 0 && dq_turn) named_sync(1, 256);
     // dS^T to shared memory: key rows (kBlockN), query columns (kBlockM); query 8nt + 2t + c in chunk nt, byte 4t.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -348,28 +299,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       }
     }
     fence_proxy_async();
-    named_sync(2, 256);  // both warpgroups' dS^T are there
-
-    // dQ_part = dS K: m64 (queries) x 64 (columns), k = the block's keys; A = dS, MN-major in the dS^T tile
-    // (its 64-query panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
-    const uint32_t ds_a = sDS + (Cfg::kDqByRows ? wg * kBlockN * 128 : 0);
-    const uint32_t k_b = sK + (Cfg::kDqByRows ? 0 : wg * kBlockN * 128);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t da = smem_desc(ds_a + kk * 16 * 128, kBlockN * 128, 1024);
-      const uint64_t db = smem_desc(k_b + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_ss_step<T, 64, 1, 1>(dqa, da, db, kk == 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();  // dQ, and dV / dK of this tile
-    fence_regs(dqa);
+    if (!dq_turn) named_arrive(2, 256);  // this warpgroup's dS^T is there
+    wgmma_wait<0>();  // dV / dK (before dQ's accumulators are taken: at 232 registers ptxas serialized the wgmmas)
     fence_regs(dv);
     fence_regs(dk);
+    if (!dq_turn) {  // on to the next tile
+      mbar_arrive(empty(stage));
+      walk.step();
+      walk.next();
+      ++j;
+      continue;
+    }
+    named_sync(2, 256);  // the other warpgroup's dS^T is there
+
+    // dQ_part = dS K: kDqM x m64 (queries) x kD, k = the block's keys; A = dS, MN-major in the dS^T tile (its 64-query
+    // panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
+    wgmma_fence();
+#pragma unroll
+    for (int mi = 0; mi < kDqM; ++mi) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint64_t da = smem_desc(sDS + mi * kBlockN * 128 + kk * 16 * 128, kBlockN * 128, 1024);
+        const uint64_t db = smem_desc(sK + kk * 16 * 128, kBlockN * 128, 1024);
+        wgmma_ss_step<T, kD, 1, 1>(dqa[mi], da, db, kk == 0);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < kDqM; ++mi) fence_regs(dqa[mi]);
     mbar_arrive(empty(stage));  // this thread is done with the stage
-    stage_dq(j, m0);
     walk.step();
     walk.next();
+    if (!walk.done()) named_arrive(1, 256);  // dS^T free for the other warpgroup's next stores (none after the last)
+    stage_dq(j, m0);
     ++j;
   }
 

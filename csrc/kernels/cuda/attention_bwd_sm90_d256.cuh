@@ -58,7 +58,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "attention_bwd_sm90.cuh"  // sm90_bwd_produce_tile
+#include "attention_bwd_sm90_config.cuh"  // sm90_bwd_produce_tile
 #include "attention_bwd_tile.cuh"
 #include "wgmma_sm90.cuh"
 
