@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(256) flash_attention_bwd_preprocess_kernel(con
 }
 
 // ---------------------------------------------------------------- 3. grad_q = scale * dq_accum
-// kSwizzled: dq_accum holds 16-byte chunk c of row R at chunk c ^ (R % 8) of that row (the Hopper kernel's layout for
+// kSwizzled: dq_accum holds 16-byte chunk c of row R at chunk c ^ 2 (R % 4) of that row (the Hopper kernel's layout for
 // D = 64 and 128: its staged tile goes out in one bulk reduction).
 template <typename T, int kD, bool kSwizzled>
 __global__ void __launch_bounds__(256) flash_attention_bwd_dq_convert_kernel(const float* dq, T* out, float scale,
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(256) flash_attention_bwd_dq_convert_kernel(con
        v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t c0 = 2 * v, c1 = 2 * v + 1;  // float4 chunks
     if constexpr (kSwizzled) {
-      const int64_t row = v / (kD / 8), s = row & 7;
+      const int64_t row = v / (kD / 8), s = 2 * (row & 3);
       const int64_t c = 2 * (v % (kD / 8)), rb = row * (kD / 4);
       c0 = rb + (c ^ s);
       c1 = rb + ((c + 1) ^ s);

@@ -25,7 +25,7 @@
 //     MN-major from the dS^T tile, B = K MN-major), releases the stage, signals barrier 1 (if a tile follows) and
 //     stages dQ_part in buffer j % 2 once dq_empty, then dq_full.
 // The math warpgroups issue no copy and never wait for a reduction of the tile they just finished.
-// dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ (R % 8)), the staged
+// dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ 2 (R % 4)), the staged
 // tile's bank-conflict-free order, so that the tile is one contiguous range; the dQ conversion kernel reads them
 // back in that order (attention_bwd.cu).
 // kD = 256 would need 256 accumulator registers per thread for dK and dV alone: attention_bwd_sm90_d256.cuh splits
@@ -33,7 +33,8 @@
 // Measured (backward harness benchmarks/cuda/attention_bwd_sm90_tune.cu, H200, bf16 B4 H32 S4096, TFLOP/s, kD = 128
 // / causal / kD = 64 / causal): per-tile bulk reductions, both warpgroups at every tile's dQ (split by columns or
 // rows) 418-427 / 362-366 / 370-374 / 313-316; warp-specialized 443-447 / 376-377 / 382-383 / 325-326; dQ by turns
-// (2026-11-28) 451-462 / 384-386 / 407 / 339. What was tried, and where the time goes:
+// (2026-11-28) 451-462 / 384-386 / 407 / 339; with the reductions a tile later and the staging free of bank conflicts
+// 487 / 442-443 / 441-446 / 368. What was tried, and where the time goes:
 // benchmarks/results/cuda-attention-bwd-ws-h200-2026-11-27.md, cuda-attention-bwd-dq-turns-h200-2026-11-28.md.
 #pragma once
 
@@ -97,7 +98,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     BwdQueryWalk<T, kD, typename Cfg::Walk, PanelTile<kBlockM>> walk(a, b, hk, n_base);
     blk.load_kv<T, kD, kBlockN, 128, PanelTile<kBlockN>>(p, sK, sV);  // lands with the first tile's copies
     // Thread 0: tile j's dQ (first row m0), staged in buffer j % 2, into dq_accum; then buffer (j - 1) % 2, which
-    // the reduction of tile j - 1 read, back to the math warpgroups.
+    // the reduction of tile j - 1 read, back to the math warpgroups. Tile j's reduction is issued after tile j + 2's
+    // copies (m0s: the first rows of the last two tiles): after tile j + 1's, the copies of tile j + 2 (into the
+    // stage tile j released just before staging its dQ) waited for that staging, and the warpgroup ahead for them
+    // (12% of the math warps' samples at D = 128; 1.05-1.13x without).
     auto reduce = [&](int j, int64_t m0) {
       const int buf = j & 1;
       mbar_wait(dq_full(buf), (j >> 1) & 1);
@@ -110,17 +114,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     };
     walk.next();
     int j = 0;
-    int64_t prev_m0 = 0;
+    int64_t m0s[2] = {0, 0};
     while (!walk.done()) {
       sm90_bwd_produce_tile<Cfg>(walk, j, full(j & 1), empty(j & 1), base, s_lse, s_delta, s_lim);
-      if (tid == 0 && j > 0) reduce(j - 1, prev_m0);
-      prev_m0 = static_cast<int64_t>(walk.m) * kBlockM;
+      if (tid == 0 && j > 1) reduce(j - 2, m0s[j & 1]);
+      m0s[j & 1] = static_cast<int64_t>(walk.m) * kBlockM;
       walk.step();
       walk.next();
       ++j;
     }
-    if (tid == 0 && j > 0) {
-      reduce(j - 1, prev_m0);
+    if (tid == 0) {
+      if (j > 1) reduce(j - 2, m0s[j & 1]);
+      if (j > 0) reduce(j - 1, m0s[(j - 1) & 1]);
       bulk_wait<0>();
     }
     cp_async_wait<0>();  // K and V, when no tile was visible
@@ -156,7 +161,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     for (int mi = 0; mi < kDqM; ++mi) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = q_row + 64 * mi + 8 * h, rs = (row + rb) & 7;
+        const int row = q_row + 64 * mi + 8 * h, rs = 2 * ((row + rb) & 3);
         unsigned char* const rp = staged + row * Cfg::kDqRow + 8 * (t & 1);
 #pragma unroll
         for (int jc = 0; jc < kD / 8; ++jc) {

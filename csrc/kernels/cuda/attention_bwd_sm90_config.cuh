@@ -38,8 +38,9 @@ struct Sm90BwdConfig {
   static constexpr int kOffK = 0, kOffV = kKV, kOffQ = 2 * kKV, kOffDO = kOffQ + 2 * kQ, kOffDS = kOffDO + 2 * kQ,
                        kOffLse = kOffDS + kDS, kOffDelta = kOffLse + 2 * kRow, kOffLim = kOffDelta + 2 * kRow;
   // dQ parts, staged for the bulk reductions: two buffers of kBlockM rows of kD floats in dq_accum's layout (16-byte
-  // chunk c of packed row R at chunk c ^ (R % 8): the float2 stores of a warp's eight rows fall in different banks),
-  // so that a tile goes out in one reduction.
+  // chunk c of packed row R at chunk c ^ 2 (R % 4): the four rows of a half-warp's float2 stores fall in different
+  // banks; with c ^ (R % 8) rows 2i and 2i + 1 shared theirs, two-way conflicts), so that a tile goes out in one
+  // reduction.
   static constexpr int kDqRow = kD * 4, kDqBuf = kBlockM * kDqRow;
   // kD = 128: S^T and dP^T waited for one after the other (P^T computed and dV's products issued while dP^T is on the
   // tensor cores); kD = 64: both at once (the split was 1-2% slower there).
