@@ -171,6 +171,16 @@ def test_cuda_gradients_more_shapes(case, causal):
     check_grads(*make(*shape, dtype, seed=sum(shape)), causal)
 
 
+# Under a causal mask the Hopper kernels hand out their blocks longest first over groups of 8 (batch, key/value head)
+# pairs: 9 and 10 pairs (one full group and a partial one), every head dim, forward and gradients.
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("shape", [(3, 6, 3, 300, 300), (2, 10, 5, 200, 333)], ids=shape_id)
+def test_cuda_causal_launch_order_groups(shape, head_dim):
+    q, k, v = make(*shape, head_dim, torch.bfloat16, seed=sum(shape) + head_dim, causal=True)
+    check_forward(q, k, v, True)
+    check_grads(q, k, v, True)
+
+
 # The narrow backward tiles (what GPUs with 99 KB of shared memory per block run) on a GPU where the wide ones fit:
 # each head dim, GQA, odd lengths and Sq != Sk, causal and not.
 NARROW_TILE = {64: "BwdTile<128, 64, 1, 16, 1, false>", 128: "BwdTile<64, 32, 1, 16, 1, false>",
