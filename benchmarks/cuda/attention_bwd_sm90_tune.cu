@@ -7,7 +7,8 @@
 // timed (median of `iters` calls).
 // Build (on a GPU machine): nvcc -std=c++20 -O3 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a
 //   -I../../csrc/kernels/cuda attention_bwd_sm90_tune.cu -o attention_bwd_sm90_tune
-// Usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters
+// Usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters [variants: bits mma.sync 1, sm90 2; default 3: both,
+// compared]. TUNE_TRACE=1 in the environment: each stage's name on stderr as it starts (where a run stops).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +48,9 @@ static bool compare(const char* name, const std::vector<float>& ref, const std::
 }
 
 template <int D>
-int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
+int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters, int mask) {
+  const bool trace = getenv("TUNE_TRACE") != nullptr;
+  auto stage = [&](const char* what) { if (trace) fprintf(stderr, "[%s] ", what); };
   const int64_t nq = (int64_t)B * Hq * Sq * D, nk = (int64_t)B * Hk * Sk * D, rows = (int64_t)B * Hq * Sq;
   bf16 *q, *k, *v, *o, *go, *gq, *gk, *gv; float *lse, *dqa, *delta;
   CK(cudaMalloc(&q, nq * 2)); CK(cudaMalloc(&k, nk * 2)); CK(cudaMalloc(&v, nk * 2)); CK(cudaMalloc(&o, nq * 2));
@@ -60,7 +63,9 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
       GO{go, (int64_t)Hq * Sq * D, (int64_t)Sq * D, D};
   AttentionForward f;
   f.shape = sh; f.q = Q; f.k = K; f.v = V; f.out = o; f.lse = lse; f.num_splits = 1;
+  stage("forward");
   CK(attention_forward(f, 0));
+  CK(cudaDeviceSynchronize());
   AttentionBackward b;
   b.shape = sh; b.q = Q; b.k = K; b.v = V; b.out = O; b.grad_out = GO; b.lse = lse;
   b.grad_q = gq; b.grad_k = gk; b.grad_v = gv; b.dq_accum = dqa; b.delta = delta;
@@ -68,18 +73,21 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
   auto launch = [&](bool sm90) { return sm90 ? bwd_launch<bf16, D, Wide, true>(b, 0) : bwd_launch<bf16, D, Wide, false>(b, 0); };
   std::vector<float> ref[3];
   bool ok = true;
-  float ms[2];
+  float ms[2] = {NAN, NAN};
   for (int which = 0; which < 2; ++which) {
+    if (!(mask & (1 << which))) continue;
+    stage(which ? "sm90" : "mma.sync");
     CK(cudaMemset(gq, 0xff, nq * 2)); CK(cudaMemset(gk, 0xff, nk * 2)); CK(cudaMemset(gv, 0xff, nk * 2));  // NaN
     CK(launch(which == 1)); CK(cudaDeviceSynchronize());
     std::vector<float> got[3] = {host(gq, nq), host(gk, nk), host(gv, nk)};
     if (which == 0) {
       for (int i = 0; i < 3; ++i) ref[i] = got[i];
-    } else {
+    } else if (mask & 1) {
       printf("D%d B%d Hq%d Hk%d Sq%d Sk%d causal%d | sm90 vs mma.sync:", D, B, Hq, Hk, Sq, Sk, (int)causal);
       ok &= compare("dq", ref[0], got[0]); ok &= compare("dk", ref[1], got[1]); ok &= compare("dv", ref[2], got[2]);
     }
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    stage("timing");
     for (int i = 0; i < 2; ++i) CK(launch(which == 1));
     std::vector<float> t(iters);
     for (int i = 0; i < iters; ++i) {
@@ -98,9 +106,13 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 9) { printf("usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters\n"); return 2; }
+  if (argc < 9) {
+    printf("usage: attention_bwd_sm90_tune D B Hq Hk Sq Sk causal iters [variants: mma.sync 1, sm90 2]\n");
+    return 2;
+  }
   const int D = atoi(argv[1]), B = atoi(argv[2]), Hq = atoi(argv[3]), Hk = atoi(argv[4]), Sq = atoi(argv[5]), Sk = atoi(argv[6]);
-  const bool causal = atoi(argv[7]); const int iters = atoi(argv[8]);
-  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters)
-                 : D == 128 ? run<128>(B, Hq, Hk, Sq, Sk, causal, iters) : run<256>(B, Hq, Hk, Sq, Sk, causal, iters);
+  const bool causal = atoi(argv[7]); const int iters = atoi(argv[8]), mask = argc > 9 ? atoi(argv[9]) : 3;
+  return D == 64 ? run<64>(B, Hq, Hk, Sq, Sk, causal, iters, mask)
+                 : D == 128 ? run<128>(B, Hq, Hk, Sq, Sk, causal, iters, mask)
+                            : run<256>(B, Hq, Hk, Sq, Sk, causal, iters, mask);
 }
