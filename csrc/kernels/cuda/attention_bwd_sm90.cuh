@@ -19,11 +19,11 @@
 //   dS^T = P^T (dP^T - delta); dK_w += dS^T Q (the same way)
 //   dS^T (rounded to T) into the block's dS^T tile, then dV / dK waited for. The tile's dQ part is one warpgroup's,
 //   warpgroup j % 2 (the two take turns, so that while one computes dQ the other is already at the next tile):
-//     the other warpgroup signals that its dS^T is stored (named barrier 2), releases the stage and goes on;
-//     the dQ warpgroup waited, before its stores, for the other's dQ products of tile j - 1 (named barrier 1), then
+//     the other warpgroup signals that its dS^T is stored (named barrier 3 + j % 2), releases the stage and goes on;
+//     the dQ warpgroup waited, before its stores, for the other's dQ products of tile j - 1 (barrier 1 + j % 2), then
 //     waits for its dS^T and computes dQ_part = dS K (wgmma, kBlockM / 64 products of m64 x kD, A = dS read
-//     MN-major from the dS^T tile, B = K MN-major), releases the stage, signals barrier 1 (if a tile follows) and
-//     stages dQ_part in buffer j % 2 once dq_empty, then dq_full.
+//     MN-major from the dS^T tile, B = K MN-major), releases the stage, signals barrier 1 + (j + 1) % 2 (if a tile
+//     follows) and stages dQ_part in buffer j % 2 once dq_empty, then dq_full.
 // The math warpgroups issue no copy and never wait for a reduction of the tile they just finished.
 // dq_accum's rows are stored with their 16-byte chunks permuted (chunk c of packed row R at c ^ 2 (R % 4)), the staged
 // tile's bank-conflict-free order, so that the tile is one contiguous range; the dQ conversion kernel reads them
@@ -290,9 +290,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     wgmma_commit();
 
     // Tile j's dQ part is warpgroup (j % 2)'s: the other warpgroup's products of tile j - 1 read dS^T until it
-    // signals (named barrier 1); its own, if any, it waited for.
+    // signals (named barrier 1 + this warpgroup); its own, if any, it waited for. Each barrier has one waiting and one
+    // arriving warpgroup (barriers 1 + w and 3 + w: warpgroup w waits, the other arrives), so that the two strictly
+    // alternate: with one barrier for both turns, a warpgroup arriving at the end of tile j - 1 and waiting at tile
+    // j + 1 could complete a barrier alone while the other had not yet waited at tile j (it hung: 1 run in 4 of the
+    // backward harness at kD = 64).
     const bool dq_turn = (j & 1) == wg;
-    if (j > 0 && dq_turn) named_sync(1, 256);
+    if (j > 0 && dq_turn) named_sync(1 + wg, 256);
     // dS^T to shared memory: key rows (kBlockN), query columns (kBlockM); query 8nt + 2t + c in chunk nt, byte 4t.
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       }
     }
     fence_proxy_async();
-    if (!dq_turn) named_arrive(2, 256);  // this warpgroup's dS^T is there
+    if (!dq_turn) named_arrive(3 + (wg ^ 1), 256);  // this warpgroup's dS^T is there
     wgmma_wait<0>();  // dV / dK (before dQ's accumulators are taken: at 232 registers ptxas serialized the wgmmas)
     fence_regs(dv);
     fence_regs(dk);
@@ -315,7 +319,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       ++j;
       continue;
     }
-    named_sync(2, 256);  // the other warpgroup's dS^T is there
+    named_sync(3 + wg, 256);  // the other warpgroup's dS^T is there
 
     // dQ_part = dS K: kDqM x m64 (queries) x kD, k = the block's keys; A = dS, MN-major in the dS^T tile (its 64-query
     // panels kBlockN * 128 bytes apart); B = K, MN-major (64-column panels as far apart).
@@ -336,7 +340,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
     mbar_arrive(empty(stage));  // this thread is done with the stage
     walk.step();
     walk.next();
-    if (!walk.done()) named_arrive(1, 256);  // dS^T free for the other warpgroup's next stores (none after the last)
+    if (!walk.done()) named_arrive(1 + (wg ^ 1), 256);  // dS^T free for the other's next stores (none after the last)
     stage_dq(j, m0);
     ++j;
   }
