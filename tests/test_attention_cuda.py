@@ -457,6 +457,51 @@ def test_cuda_sm80_kernels_without_wgmma():
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:] + r.stderr[-4000:]
 
 
+# Many backward launches back to back (D 64 / 128, B4 H32 S4096, causal and not), in a child process so that a kernel
+# that never finishes fails the test instead of stopping the run: the Hopper backward's two math warpgroups once shared
+# one named barrier for both of their turns, and at D = 64 runs of 12 to 100 launches hung now and then (a barrier
+# completed by one warpgroup alone). The first result of each case is checked against the float64 reference on one
+# (batch, head); every 50th repeat against the first: dK / dV equal, dQ (summed by atomic adds, in any order) within
+# tolerance.
+REPEAT_PROGRAM = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import test_attention_cuda as t
+ops = t.OPS
+for d, causal, n in ((64, False, 400), (64, True, 300), (128, False, 150), (128, True, 200)):
+    q, k, v = t.make(4, 32, 32, 4096, 4096, d, torch.bfloat16, seed=d + causal)
+    g = torch.randn(q.shape, generator=torch.Generator("cuda").manual_seed(5), device="cuda").to(q.dtype)
+    out, lse = ops.attention_forward(q, k, v, causal, None)
+    first = ops.attention_backward(g, q, k, v, out, lse, causal, None)
+    one = t.leaves(*(x[3:4, 31:32] for x in (q, k, v)))
+    ref = t.reference_grads(lambda a, b, c: t.attention_ref_chunked(a, b, c, causal, None), one, [g[3:4, 31:32]])
+    for got, want, what in zip(first, ref, ("dq", "dk", "dv")):
+        t.assert_grad_close(got[3:4, 31:32], want, q.dtype, f"D{d} causal={causal} {what}")
+    tol = t.GRAD_TOL[q.dtype] * first[0].abs().max().item()
+    for i in range(n):
+        grads = ops.attention_backward(g, q, k, v, out, lse, causal, None)
+        if i % 50 == 49 or i == n - 1:
+            torch.testing.assert_close(grads[0], first[0], atol=tol, rtol=0)
+            assert torch.equal(grads[1], first[1]) and torch.equal(grads[2], first[2]), (d, causal, i)
+    torch.cuda.synchronize()
+    print(f"D{d} causal={causal}: {n + 1} backward launches", flush=True)
+print("ok")
+"""
+
+
+def test_cuda_backward_repeated_launches_finish():
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        r = subprocess.run([sys.executable, "-c", REPEAT_PROGRAM, here], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the repeated backward launches did not finish in 300 s (a kernel that never ends?): {e.stdout}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:] + r.stderr[-4000:]
+
+
 DECODE_SPLIT_SHAPES = [(1, 32, 8, 1, 32768, 128, False), (1, 32, 8, 1, 20000, 64, False),
                        (1, 16, 1, 1, 9000, 256, False), (2, 32, 8, 3, 4097, 128, True), (1, 16, 1, 1, 3000, 64, True)]
 

@@ -33,6 +33,7 @@
 #include <cuda.h>  // CUtensorMap
 
 #include "attention_bwd_tile.cuh"  // BwdArgs
+#include "attention_tile_order.cuh"
 #include "mma_sm80.cuh"
 #include "wgmma_sm90.cuh"
 
@@ -73,8 +74,8 @@ __global__ void __launch_bounds__(Sm90BwdDqConfig::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char dq_smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  const int tile = p.shape.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest rows first
-  const int hk = blockIdx.y, b = batch_offset + blockIdx.z;
+  const QueryTileBlock blk = query_tile_block(p.shape.causal);  // causal: longest rows first, heads in groups
+  const int tile = blk.tile, hk = blk.y, b = batch_offset + blk.z;
   const int R = static_cast<int>(a.group_rows), m0 = tile * kBlockM, row_end = std::min(m0 + kBlockM, R);
   const int sq = static_cast<int>(p.shape.seq_q), sk = static_cast<int>(p.shape.seq_k);
   const int group = static_cast<int>(a.group);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "attention.h"
+#include "attention_tile_order.cuh"
 #include "common.cuh"
 #include "mma_sm80.cuh"
 
@@ -117,7 +118,7 @@ struct BwdArgs {
 // H200, 2026-11-28, against the plain order: D128 B4 H32 S4096 1.02x, S2048 1.03x, D64 1.02x, GQA (Hk 8) S2048
 // 1.17x, B2 S8192 1.02-1.08x, D256 level; groups of 16 within 3% of 8, of 4 up to 10% slower (GQA, S8192).
 struct BwdBlock {
-  static constexpr int kLptHeads = 8;
+  static constexpr int kLptHeads = kCausalLptHeads;  // (attention_tile_order.cuh)
   int64_t hk = 0, b = 0, n_base = 0, row_base = 0;
   __device__ __forceinline__ BwdBlock(const BwdArgs& a, int block_n) {
     const int64_t bid = blockIdx.x;

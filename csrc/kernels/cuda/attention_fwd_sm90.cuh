@@ -30,6 +30,7 @@
 
 #include "attention_fwd_config.cuh"
 #include "attention_fwd_sm90_producer.cuh"
+#include "attention_tile_order.cuh"
 #include "common.cuh"
 #include "mma_sm80.cuh"
 #include "wgmma_sm90.cuh"
@@ -75,11 +76,6 @@ struct Sm90FwdConfig {
   static_assert(128 % kChunks == 0, "the producer warpgroup copies whole rows per pass");
 };
 
-// Causal: heads per group of the launch order (below). H200, 2026-11-28, kernel alone, against 1 (each head's tiles
-// from the last, head by head, as before): D128 B4 H32 S2048 1.04x, S4096 1.01x, D64 S4096 1.03x, D256 B4 H16 S4096
-// 1.04x, GQA (Hk 8) S2048 1.05x, B2 S8192 1.01-1.04x; groups of 4 or 16 within 4% of 8, either way.
-constexpr int kFwdLptHeads = 8;
-
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_attention_fwd_sm90_kernel(const FwdParams p, const bool q_tma, const __grid_constant__ CUtensorMap tm_k,
@@ -97,20 +93,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
 
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  // The block's tile, key/value head and batch: blockIdx (x, y, z) without a mask. Causal: the longest rows first,
-  // heads in groups of kFwdLptHeads (a group's tiles from the last, head by head within a tile index), so that the
-  // last heads' longest tiles do not start last (the blocks go out in the grid's linear order).
-  int tile = blockIdx.x, hk = blockIdx.y, b = p.batch_offset + blockIdx.z;
-  if (p.causal) {
-    constexpr int kLpt = kFwdLptHeads;
-    const int64_t lin = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-    const int64_t per_group = int64_t(kLpt) * gridDim.x, grp = lin / per_group, in = lin - grp * per_group;
-    const int64_t heads = int64_t(gridDim.y) * gridDim.z, here = std::min<int64_t>(kLpt, heads - grp * kLpt);
-    const int64_t head = grp * kLpt + in % here;
-    tile = gridDim.x - 1 - static_cast<int>(in / here);
-    hk = static_cast<int>(head % gridDim.y);
-    b = p.batch_offset + static_cast<int>(head / gridDim.y);
-  }
+  // The block's tile, key/value head and batch (causal: longest tiles first, heads in groups; attention_tile_order.cuh)
+  const QueryTileBlock blk = query_tile_block(p.causal);
+  const int tile = blk.tile, hk = blk.y, b = p.batch_offset + blk.z;
   // Row indices in 32 bits (the launcher keeps R under 2^31): fewer registers and instructions than 64-bit ones.
   const int R = static_cast<int>(p.rows), m0 = tile * kBlockM;
   const int row_end = std::min(m0 + kBlockM, R);
