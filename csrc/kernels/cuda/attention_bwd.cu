@@ -175,8 +175,16 @@ template <typename T, int kD>
 struct Sm90DkdvKernel {  // kD = 64, 128
   using C = Sm90BwdConfig<kD>;
   static const void* kernel() { return reinterpret_cast<const void*>(&flash_attention_bwd_sm90_kernel<T, C>); }
+  // Q and dO by the tensor memory accelerator where no query tile spans two query heads and the maps can be made,
+  // else by the producer warpgroup's cp.async copies.
   static void launch(unsigned blocks, const BwdArgs& a, cudaStream_t stream) {
-    flash_attention_bwd_sm90_kernel<T, C><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a);
+    constexpr bool kBf16 = std::is_same_v<T, bf16>;
+    const AttentionBackward& p = a.p;
+    CUtensorMap tm_q{}, tm_do{};
+    const bool q_tma = (p.shape.heads_q == p.shape.heads_k || p.shape.seq_q % C::kBlockM == 0) &&
+                       tensor_map(&tm_q, p.q, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM) &&
+                       tensor_map(&tm_do, p.grad_out, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM);
+    flash_attention_bwd_sm90_kernel<T, C><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a, q_tma, tm_q, tm_do);
   }
 };
 template <typename T>

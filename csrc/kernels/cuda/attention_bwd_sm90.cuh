@@ -8,7 +8,8 @@
 //   warpgroup 0, the producer (setmaxnreg down to kProducerRegs): copies K and V once, then each query tile's Q, dO
 //     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
 //     with cp.async once both math warpgroups have released it (empty[s]), and signals full[s]
-//     (sm90_bwd_produce_tile). Its thread 0 adds each tile's dQ part, once staged (dq_full[b]), into dq_accum with
+//     (sm90_bwd_produce_tile); q_tma: its thread 0 copies Q and dO by the tensor memory accelerator instead (the
+//     launcher's choice: tiles in one query head, maps made). Its thread 0 adds each tile's dQ part, once staged (dq_full[b]), into dq_accum with
 //     one bulk reduction of the tile (the copy engine's atomic adds) and hands the buffer back once read (dq_empty[b]).
 //   warpgroups 1 and 2, the math (setmaxnreg up to kMathRegs): math warpgroup w owns keys 64w..64w+63 and keeps
 //     their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
@@ -45,6 +46,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cuda.h>  // CUtensorMap
+
 #include "attention_bwd_sm90_config.cuh"
 #include "attention_bwd_tile.cuh"
 #include "wgmma_sm90.cuh"
@@ -53,7 +56,9 @@ namespace yirage::kernels::cuda {
 namespace {
 
 template <typename T, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_kernel(const BwdArgs a) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_attention_bwd_sm90_kernel(const BwdArgs a, const bool q_tma, const __grid_constant__ CUtensorMap tm_q,
+                                    const __grid_constant__ CUtensorMap tm_do) {
 #if !YIRAGE_SM90A_DEVICE
   __trap();
 #else
@@ -112,11 +117,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_bwd_sm90_ker
       bulk_wait_read<1>();
       if (j > 0) mbar_arrive(dq_empty(buf ^ 1));
     };
+    const Sm90BwdQTma tma{&tm_q, &tm_do, static_cast<int>(hk * a.group), static_cast<int>(b)};
     walk.next();
     int j = 0;
     int64_t m0s[2] = {0, 0};
     while (!walk.done()) {
-      sm90_bwd_produce_tile<Cfg>(walk, j, full(j & 1), empty(j & 1), base, s_lse, s_delta, s_lim);
+      sm90_bwd_produce_tile<Cfg>(walk, j, full(j & 1), empty(j & 1), base, s_lse, s_delta, s_lim,
+                                 q_tma ? &tma : nullptr);
       if (tid == 0 && j > 1) reduce(j - 2, m0s[j & 1]);
       m0s[j & 1] = static_cast<int64_t>(walk.m) * kBlockM;
       walk.step();

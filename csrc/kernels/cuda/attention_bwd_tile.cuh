@@ -210,6 +210,11 @@ struct BwdQueryWalk {
   // (+inf for rows past G * Sq and where it is -inf). A tile in one head is copied from one pointer per tensor
   // stepped by kRowStep positions, any other row by row.
   __device__ __forceinline__ void load(uint32_t sQ, uint32_t sDO, float* s_lse, float* s_delta, int* s_lim) const {
+    load_tiles(sQ, sDO);
+    load_rows(s_lse, s_delta, s_lim);
+  }
+  // load's Q and dO part.
+  __device__ __forceinline__ void load_tiles(uint32_t sQ, uint32_t sDO) const {
     const AttentionBackward& p = a.p;
     const int r_base = m * kBlockM;
     const bool one_head = i + kBlockM <= sq32;  // the same for the whole block
@@ -243,6 +248,12 @@ struct BwdQueryWalk {
         }
       }
     }
+  }
+  // load's lse, delta and key-limit part.
+  __device__ __forceinline__ void load_rows(float* s_lse, float* s_delta, int* s_lim) const {
+    const AttentionBackward& p = a.p;
+    const int r_base = m * kBlockM;
+    const bool one_head = i + kBlockM <= sq32;
     if (tid < kBlockM) {
       const int r = r_base + tid;
       const bool valid = r < rows32;
