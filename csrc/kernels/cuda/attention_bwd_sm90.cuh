@@ -9,8 +9,9 @@
 //     (wgmma_sm90.cuh's 128-byte swizzled layout) and rows' lse, delta and last visible key into one of two stages
 //     with cp.async once both math warpgroups have released it (empty[s]), and signals full[s]
 //     (sm90_bwd_produce_tile); q_tma: its thread 0 copies Q and dO by the tensor memory accelerator instead (the
-//     launcher's choice: tiles in one query head, maps made). Its thread 0 adds each tile's dQ part, once staged (dq_full[b]), into dq_accum with
-//     one bulk reduction of the tile (the copy engine's atomic adds) and hands the buffer back once read (dq_empty[b]).
+//     launcher's choice: tiles in one query head, maps made). Its thread 0 adds each tile's dQ part, once staged
+//     (dq_full[b]), into dq_accum with one bulk reduction of the tile (the copy engine's atomic adds) and hands the
+//     buffer back once read (dq_empty[b]).
 //   warpgroups 1 and 2, the math (setmaxnreg up to kMathRegs): math warpgroup w owns keys 64w..64w+63 and keeps
 //     their dK and dV in fp32 accumulators (m64 x kD each) over the whole walk of the G * Sq stacked query rows, in
 //     tiles of kBlockM rows. Per tile j, once full[s]:
