@@ -171,6 +171,17 @@ struct DkdvKernel {
     flash_attention_bwd_dkdv_kernel<T, kD, Cfg><<<dim3(blocks), kThreads, kSmem, stream>>>(a);
   }
 };
+// Tensor maps of Q and dO (boxes of `rows` rows) for TMA copies of query tiles of `rows` stacked rows, where no such
+// tile spans two query heads (one query head per key/value head, or Sq a multiple of the tile): whether made.
+template <typename T>
+bool q_do_tensor_maps(const AttentionBackward& p, int rows, CUtensorMap* tm_q, CUtensorMap* tm_do) {
+  constexpr bool kBf16 = std::is_same_v<T, bf16>;
+  const AttentionShape& s = p.shape;
+  return (s.heads_q == s.heads_k || s.seq_q % rows == 0) &&
+         tensor_map(tm_q, p.q, s, s.seq_q, s.heads_q, kBf16, rows) &&
+         tensor_map(tm_do, p.grad_out, s, s.seq_q, s.heads_q, kBf16, rows);
+}
+
 template <typename T, int kD>
 struct Sm90DkdvKernel {  // kD = 64, 128
   using C = Sm90BwdConfig<kD>;
@@ -178,12 +189,8 @@ struct Sm90DkdvKernel {  // kD = 64, 128
   // Q and dO by the tensor memory accelerator where no query tile spans two query heads and the maps can be made,
   // else by the producer warpgroup's cp.async copies.
   static void launch(unsigned blocks, const BwdArgs& a, cudaStream_t stream) {
-    constexpr bool kBf16 = std::is_same_v<T, bf16>;
-    const AttentionBackward& p = a.p;
     CUtensorMap tm_q{}, tm_do{};
-    const bool q_tma = (p.shape.heads_q == p.shape.heads_k || p.shape.seq_q % C::kBlockM == 0) &&
-                       tensor_map(&tm_q, p.q, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM) &&
-                       tensor_map(&tm_do, p.grad_out, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM);
+    const bool q_tma = q_do_tensor_maps<T>(a.p, C::kBlockM, &tm_q, &tm_do);
     flash_attention_bwd_sm90_kernel<T, C><<<dim3(blocks), C::kThreads, C::kSmem, stream>>>(a, q_tma, tm_q, tm_do);
   }
 };
@@ -214,12 +221,8 @@ template <typename T>
 cudaError_t sm90_d256_dq_launch(const BwdArgs& a, const CUtensorMap& tm_k, const CUtensorMap& tm_v,
                                 cudaStream_t stream) {
   using C = Sm90BwdDqConfig;
-  constexpr bool kBf16 = std::is_same_v<T, bf16>;
-  const AttentionBackward& p = a.p;
   CUtensorMap tm_q{}, tm_do{};  // Q and dO by TMA where no tile spans two query heads
-  const bool q_tma = (p.shape.heads_q == p.shape.heads_k || p.shape.seq_q % C::kBlockM == 0) &&
-                     tensor_map(&tm_q, p.q, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM) &&
-                     tensor_map(&tm_do, p.grad_out, p.shape, p.shape.seq_q, p.shape.heads_q, kBf16, C::kBlockM);
+  const bool q_tma = q_do_tensor_maps<T>(a.p, C::kBlockM, &tm_q, &tm_do);
   const void* kernel = reinterpret_cast<const void*>(&flash_attention_bwd_dq_sm90_kernel<T>);
   static std::atomic<uint64_t> smem_raised{0};
   cudaError_t e = raise_smem_once(smem_raised, kernel, C::kSmem);
