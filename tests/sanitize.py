@@ -12,10 +12,10 @@ whose last vectors leave some threads idle: a load hoisted above its guard would
 log_softmax also on 3x2048 and 2x16384 (the block-level register kernel with 16-byte vectors, 2 and 4-8 a thread).
 attention (and attention_causal, attention_dims, attention_decode) runs in bfloat16 and float16 instead (its
 tensor-core kernels; float32 takes the portable path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal,
-aligned and unaligned (the copy path), D=128 and 256 causal (attention_dims), and decode cases Sq=1 with Sk=600
-(D=64), 1500 (D=128) and 700 (D=256). Results are compared with the float64 references; the script prints one line
-per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's CUDA kernels. Ops that have no
-CUDA kernel yet are reported and skipped (--strict: fail).
+aligned and unaligned (the copy path), D=128 and 256 causal and Hq=Hk=2 at each D (attention_dims), and decode
+cases Sq=1 with Sk=600 (D=64), 1500 (D=128) and 700 (D=256). Results are compared with the float64 references;
+the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's CUDA
+kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
 
 Not collected by pytest (the name does not start with test_); sizes are small so that racecheck, which
 runs kernels many times slower, finishes in minutes. Options: --ops a,b (a subset), --dtypes float32.
@@ -151,11 +151,13 @@ OPS_TABLE = {
                   lambda q, k, v: attention_ref(q, k, v, False), None, _ATTN_SMALL),
     "attention_causal": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
                          lambda q, k, v: attention_ref(q, k, v, True), None, _ATTN_SMALL),
-    # the other head dims' kernels (their backward tiles differ), causal
+    # the other head dims' kernels (their backward tiles differ), causal; and one query head per key/value head at
+    # each head dim, where the Hopper backward copies Q and dO by the tensor memory accelerator (rows past Sq filled)
     "attention_dims": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
                        lambda q, k, v: attention_ref(q, k, v, True), None,
                        [("B1-H4x2-S70x130-D128", _attn(1, 4, 2, 70, 130, 128), False),
-                        ("B1-H4x2-S70x130-D256", _attn(1, 4, 2, 70, 130, 256), False)]),
+                        ("B1-H4x2-S70x130-D256", _attn(1, 4, 2, 70, 130, 256), False)] +
+                       [(f"B1-H2x2-S70x130-D{d}", _attn(1, 2, 2, 70, 130, d), False) for d in (64, 128, 256)]),
     # decode: one query per head against 600 keys (2 key splits, merged by the last block of each tile); D = 128
     # against 1500 keys (more than 1024: the wide-tile decode configuration on GPUs with the shared memory for it);
     # D = 256 against 700 keys
