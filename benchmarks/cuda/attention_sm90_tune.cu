@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 #include "../../csrc/kernels/cuda/attention_fwd.cu"
 using namespace yirage::kernels::cuda;
-// `sm90`: the shipped configuration for the case (Sm90Prefill and kSm90ShortKeys in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
+// `sm90`: the shipped configuration for the case (Sm90Prefill and sm90_short_tiles in attention_fwd.cu); `var`: the one -DVAR_BN=... -DVAR_STAGES=...
 // -DVAR_OVERLAP=0|1 -DVAR_WG=2|3 (consumer warpgroups) -DVAR_TMA=0|1 (K/V by the tensor memory accelerator) pick for
 // D = 64 and 128 (defaults: the shipped one's key tile and stages, overlap on, two warpgroups, cp.async); for
 // D = 256 -DVAR_TMA, -DVAR256_BN and -DVAR256_OVERLAP.
@@ -92,7 +92,7 @@ int run(int B, int Hq, int Hk, int Sq, int Sk, bool causal, int iters, int mask)
   }
   std::vector<float> hl1((int64_t)B * Hq * Sq), hl2((int64_t)B * Hq * Sq);
   const char* names[3] = {"fa2 ", "sm90", "var "};
-  const bool ship_causal = causal || (D == 128 && Sk <= kSm90ShortKeys);  // the configuration forward_for takes
+  const bool ship_causal = D == 128 ? sm90_short_tiles(causal, Sk) : causal;  // the configuration forward_for takes
   for (int which = 0; which < 3; ++which) {
     if (!(mask >> which & 1)) continue;
     a.lse = which ? lse2 : lse;

@@ -154,27 +154,35 @@ cudaError_t launch_forward(const AttentionForward& a, cudaStream_t stream) {
 }
 
 // The Hopper forward (attention_fwd_sm90.cuh): prefill without splits. Configurations from sweeps with
-// attention_sm90_tune.cu (B4 H32 S2048-16384 on an H200, see benchmarks/results). D = 128: without a mask,
-// 176-key tiles in two stages, the products not overlapped (2.5-6% faster than 128-key tiles from S = 2048 up,
-// level at 4096); causal, 128-key tiles in three stages with the overlap (176 was level). D = 64: 128-key tiles in
-// three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than two; 160 registers, 44
-// bytes of spills). D = 256: 80-key tiles (m64n80 products of Q K^T; two stages of 80 fill the shared memory) with
-// the overlap and 240-register consumers, both masks: 1.12-1.20x the 64-key tiles without it (kernel alone, H200,
-// B4 H16 S2048 / S4096 and B2 S8192, full and causal; cuda-attention-fwd-d256-h200-2026-11-28.md).
-// K/V tiles by the tensor memory accelerator (kTma) for D = 64, 256 and the causal D = 128 configuration
-// (H200, kernel alone, B4 H32 S4096 unless named, TFLOP/s: causal D128 541-543 -> 566-579, S2048 441-446 ->
-// 467-474; D64 464-471 -> 491-495, causal 394 -> 416); the producer warpgroup's cp.async copies for D = 128 without
-// a mask, where TMA was level or slower (614-625 -> 571-579 with these tiles, 588-637 with 128-key tiles in three
-// stages and the overlap) (benchmarks/results/cuda-attention-fwd-tma-h200-2026-11-27.md).
+// attention_sm90_tune.cu (B4 H32 S2048-16384 on an H200, see benchmarks/results). D = 128, two of them:
+//   - 176-key tiles in two stages by TMA, the products overlapped, 240-register consumers: unmasked calls over more
+//     than kSm90ShortKeys keys and causal calls over more than kSm90CausalLongKeys. Against the unoverlapped
+//     cp.async kernel shipped until 2026-11-28 (kernel alone, H200, three rounds, TFLOP/s): B4 H32 S4096 637-639 ->
+//     678-680, B2 S8192 651-668 -> 698-717, B1 Hq32 Hk8 S16384 624-636 -> 674-685, S2048 606-610 -> 615, S3072
+//     642-644 -> 653-655; causal B2 S8192 647-648 -> 664-665, causal S4096 level, causal S2048 0.97x
+//     (cuda-attention-fwd-d128-regs-h200-2026-11-28.md). At 224 registers (the cp.async producer's share) the
+//     overlap spilled and ran 0.97-0.98x of this.
+//   - 128-key tiles in three stages by TMA with the overlap (Sm90Prefill<128, true>): the rest. Unmasked over 1024
+//     keys it was level with the 176-key tiles (513-514 against 511-512 TFLOP/s).
+// D = 64: 128-key tiles in three stages, the overlap, three consumer warpgroups (192-row tiles: 9-19% faster than
+// two; 160 registers, 44 bytes of spills). D = 256: 80-key tiles (m64n80 products of Q K^T; two stages of 80 fill the
+// shared memory) with the overlap and 240-register consumers, both masks: 1.12-1.20x the 64-key tiles without it
+// (kernel alone, H200, B4 H16 S2048 / S4096 and B2 S8192, full and causal; cuda-attention-fwd-d256-h200-2026-11-28.md).
+// K/V tiles by the tensor memory accelerator (kTma) everywhere (H200, kernel alone, B4 H32 S4096 unless named,
+// TFLOP/s: causal D128 541-543 -> 566-579, S2048 441-446 -> 467-474; D64 464-471 -> 491-495, causal 394 -> 416;
+// benchmarks/results/cuda-attention-fwd-tma-h200-2026-11-27.md); where no tensor map can be made, the producer
+// warpgroup's cp.async copies (Sm90FwdConfig::CpAsync).
 template <int kD, bool kCausal> struct Sm90Prefill;
 template <bool kCausal> struct Sm90Prefill<64, kCausal> { using type = Sm90FwdConfig<64, 128, 3, true, 3, true>; };
-template <> struct Sm90Prefill<128, false> { using type = Sm90FwdConfig<128, 176, 2, false>; };
+template <> struct Sm90Prefill<128, false> { using type = Sm90FwdConfig<128, 176, 2, true, 2, true>; };
 template <> struct Sm90Prefill<128, true> { using type = Sm90FwdConfig<128, 128, 3, true, 2, true>; };
 template <bool kCausal> struct Sm90Prefill<256, kCausal> { using type = Sm90FwdConfig<256, 80, 2, true, 2, true>; };
-// D = 128 without a mask over at most this many keys takes the causal configuration: with few key tiles a query
-// tile, the overlap pays more than the longer tiles (kernel alone, H200, B4 H32: Sk 1024 / 2048 / 3072 1.03x /
-// 1.04x / 1.02-1.03x, B4 Hq32 Hk8 S2048 1.05x, B16 S1024 1.04x; S4096 mixed, S8192 0.96x).
-constexpr int kSm90ShortKeys = 3072;
+constexpr int kSm90ShortKeys = 1024;
+constexpr int kSm90CausalLongKeys = 4096;
+// Whether a D = 128 call takes Sm90Prefill<128, true> (the 128-key tiles) rather than the 176-key tiles.
+inline bool sm90_short_tiles(bool causal, int64_t seq_k) {
+  return seq_k <= (causal ? kSm90CausalLongKeys : kSm90ShortKeys);
+}
 
 template <typename T, typename Cfg>
 cudaError_t launch_forward_sm90(const AttentionForward& a, cudaStream_t stream) {
@@ -230,9 +238,10 @@ cudaError_t forward_for(const AttentionForward& a, cudaStream_t stream) {
     return launch_forward<T, typename Decode<kD>::type>(a, stream);
   }
   if (a.num_splits <= 1 && sm90_forward_ready()) {
-    const bool causal_config = a.shape.causal || (kD == 128 && a.shape.seq_k <= kSm90ShortKeys);
-    return causal_config ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
-                         : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
+    // D = 64 and 256 have one configuration for both masks
+    const bool short_tiles = kD == 128 ? sm90_short_tiles(a.shape.causal, a.shape.seq_k) : a.shape.causal;
+    return short_tiles ? launch_forward_sm90<T, typename Sm90Prefill<kD, true>::type>(a, stream)
+                       : launch_forward_sm90<T, typename Sm90Prefill<kD, false>::type>(a, stream);
   }
   return launch_forward<T, typename Prefill<kD>::type>(a, stream);
 }

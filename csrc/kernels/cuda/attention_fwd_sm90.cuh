@@ -45,7 +45,9 @@ struct Sm90FwdConfig {
   // K/V tiles loaded by the tensor memory accelerator (one thread of the producer warpgroup, a 64-column panel per
   // copy; the launcher passes tensor maps of K and V) instead of the producer warpgroup's cp.async copies.
   static constexpr bool kTma = kTma_;
-  using CpAsync = Sm90FwdConfig<kD_, kBlockN_, kStages_, kOverlap_, kWarpGroups_, false>;
+  // The fallback where no tensor map can be made: the same tiles by the producer warpgroup's cp.async (at 176-key
+  // tiles without the overlap, the best cp.async kernel measured at D = 128: with it, it spills at 224 registers).
+  using CpAsync = Sm90FwdConfig<kD_, kBlockN_, kStages_, kOverlap_ && kBlockN_ != 176, kWarpGroups_, false>;
   static constexpr int kWarpGroups = kWarpGroups_;  // consumer warpgroups, 64 query rows each
   static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per block
   static constexpr int kBlockN = kBlockN_;
@@ -56,10 +58,12 @@ struct Sm90FwdConfig {
   static constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup
   // Registers per thread after setmaxnreg. The consumers take only what the producer gives back (the CTA's pool):
   // kWarpGroups (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, at the launch's even share (65536 /
-  // kThreads, rounded down to 8: 168 for two consumer warpgroups, 128 for three). D = 256 with TMA: 240 and a
-  // 24-register producer (one thread issues its copies; at 232 the 80-key tiles spilled 32 bytes: 1.03-1.05x).
+  // kThreads, rounded down to 8: 168 for two consumer warpgroups, 128 for three). With TMA, two consumer warpgroups
+  // take 240 and leave the producer 24 (one thread issues its copies): D = 256's 80-key tiles spilled 32 bytes at 232
+  // (1.03-1.05x); D = 128's 176-key tiles with the overlap spilled at 224 (4 bytes stored, 24 loaded) and at 240 ran
+  // 1.06-1.08x the unoverlapped cp.async kernel (cuda-attention-fwd-d128-regs-h200-2026-11-28.md).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : kD == 256 ? (kTma ? 240 : 232) : 224;
+  static constexpr int kConsumerRegs = kWarpGroups == 3 ? 160 : kTma ? 240 : kD == 256 ? 232 : 224;
   static constexpr int kProducerRegs = kWarpGroups == 3 ? 24 : 3 * kLaunchRegs - 2 * kConsumerRegs;
   static_assert(kWarpGroups == 2 || kWarpGroups == 3, "two or three consumer warpgroups");
   static_assert(kWarpGroups * (kConsumerRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
