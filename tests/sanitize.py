@@ -15,7 +15,9 @@ tensor-core kernels; float32 takes the portable path): B=1, Hq=4, Hk=2, Sq=70, S
 aligned and unaligned (the copy path), D=128 and 256 causal and Hq=Hk=2 at each D (attention_dims), and decode
 cases Sq=1 with Sk=600 (D=64), 1500 (D=128) and 700 (D=256). Results are compared with the float64 references;
 the script prints one line per case and exits 1 on any mismatch or error, 2 without a GPU or without yirage's CUDA
-kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail).
+kernels. Ops that have no CUDA kernel yet are reported and skipped (--strict: fail). Not run unless named in --ops:
+attention_long and attention_long_causal, B=1, H=32, Sq=1024, D=128 against 1100 keys (full) and 4200 (causal), the
+Hopper forward's 176-key tiles (256 blocks: minutes under racecheck).
 
 Not collected by pytest (the name does not start with test_); sizes are small so that racecheck, which
 runs kernels many times slower, finishes in minutes. Options: --ops a,b (a subset), --dtypes float32.
@@ -158,6 +160,15 @@ OPS_TABLE = {
                        [("B1-H4x2-S70x130-D128", _attn(1, 4, 2, 70, 130, 128), False),
                         ("B1-H4x2-S70x130-D256", _attn(1, 4, 2, 70, 130, 256), False)] +
                        [(f"B1-H2x2-S70x130-D{d}", _attn(1, 2, 2, 70, 130, d), False) for d in (64, 128, 256)]),
+    # not in the default set (minutes under racecheck): the Hopper forward's 176-key tiles, D = 128 over more than
+    # 1024 keys without a mask and more than 4096 causal, with enough query tiles (256 blocks) that the keys are not
+    # split over blocks
+    "attention_long": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, False, None),
+                       lambda q, k, v: attention_ref(q, k, v, False), None,
+                       [("B1-H32x32-S1024x1100-D128", _attn(1, 32, 32, 1024, 1100, 128), False)]),
+    "attention_long_causal": (_ATTN, lambda q, k, v: OPS.attention(q, k, v, True, None),
+                              lambda q, k, v: attention_ref(q, k, v, True), None,
+                              [("B1-H32x32-S1024x4200-D128", _attn(1, 32, 32, 1024, 4200, 128), False)]),
     # decode: one query per head against 600 keys (2 key splits, merged by the last block of each tile); D = 128
     # against 1500 keys (more than 1024: the wide-tile decode configuration on GPUs with the shared memory for it);
     # D = 256 against 700 keys
@@ -170,7 +181,10 @@ OPS_TABLE = {
 # the dtypes each op runs in when --dtypes is not given (default: DEFAULT_DTYPES)
 DEFAULT_DTYPES = "float32,bfloat16"
 OP_DTYPES = {name: "bfloat16,float16"
-             for name in ("attention", "attention_causal", "attention_dims", "attention_decode")}
+             for name in ("attention", "attention_causal", "attention_dims", "attention_decode", "attention_long",
+                          "attention_long_causal")}
+# the ops run when --ops is not given
+DEFAULT_OPS = [name for name in OPS_TABLE if name not in ("attention_long", "attention_long_causal")]
 
 
 def _tuple(out):
@@ -205,7 +219,9 @@ def run_case(fn, ref, gemm, make, align_off, dtype):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", default=",".join(OPS_TABLE), help="comma-separated subset of: " + ", ".join(OPS_TABLE))
+    parser.add_argument("--ops", default=",".join(DEFAULT_OPS),
+                        help="comma-separated subset of: " + ", ".join(OPS_TABLE)
+                        + " (default: all but attention_long and attention_long_causal)")
     parser.add_argument("--dtypes", help=f"comma-separated (default: {DEFAULT_DTYPES}; for attention "
                         f"{OP_DTYPES['attention']})")
     parser.add_argument("--strict", action="store_true", help="an op without a CUDA kernel is a failure")

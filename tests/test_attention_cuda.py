@@ -145,6 +145,17 @@ def test_cuda_forward_big(causal):
     check_forward(q, k, v, causal)
 
 
+# causal over more than 4096 keys with Sq != Sk (bottom-right mask) and a partial last key tile: on Hopper the forward's
+# 176-key tiles (attention_fwd.cu, sm90_short_tiles); enough query tiles (256 / 304 blocks) that the keys are not split
+LONG_CAUSAL = [(2, 16, 16, 1000, 4500, 128, torch.bfloat16), (2, 32, 8, 600, 5000, 128, torch.float16)]
+
+
+@pytest.mark.parametrize("case", LONG_CAUSAL, ids=lambda c: shape_id(c[:6]) + "-" + dtype_id(c[6]))
+def test_cuda_forward_causal_long_keys(case):
+    *shape, dtype = case
+    check_forward(*make(*shape, dtype, seed=sum(shape)), True)
+
+
 # ---- gradients ----
 
 GRAD_FULL = [(1, 8, 8, 128, 128), (3, 32, 8, 7, 1000), (1, 16, 1, 1000, 128)]
