@@ -78,10 +78,12 @@ bench-cuda:
 # and S16384 D128, B4 H16 S4096 D256, full and causal (the shape suffix -full / -causal); forward+backward B4 H32 S4096 D128; decode
 # B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
 # TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
-# run). Separate from bench-cuda, to fit a 10-minute call; each part can also be run alone (ATTN_PARTS="1 3").
+# run). The providers of each case are timed in turn (--interleave): one after another, a long call that runs the GPU
+# into its power limit slows the ones timed after it. Separate from bench-cuda, to fit a 10-minute call; each part
+# can also be run alone (ATTN_PARTS="1 3").
 ATTN_PARTS ?= 1 2 3
 CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dtype bfloat16 \
-	--providers yirage torch flash cudnn efficient --progress never
+	--providers yirage torch flash cudnn efficient --progress never --interleave
 ATTN_SHAPES_1 := 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
 	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal \
 	4x16x4096x256-full 4x16x4096x256-causal

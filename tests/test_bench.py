@@ -126,6 +126,50 @@ def test_profile_budget_bounds_the_repeats():
     assert slow.calls == 2 and t.repeats == 1 and t.median == pytest.approx(2.0)
 
 
+class Turns:
+    """Stub workloads sharing one fake nanosecond clock; each call logs its name, advances the clock by the
+    workload's duration and raises from its `fail_at`-th call on."""
+
+    def __init__(self):
+        self.now, self.log = 0, []
+
+    def clock(self):
+        return self.now
+
+    def workload(self, name, ms, fail_at=None):
+        def fn():
+            self.log.append(name)
+            if fail_at is not None and self.log.count(name) >= fail_at:
+                raise RuntimeError(f"{name} broke")
+            self.now += int(ms * 1e6)
+        return fn
+
+
+def test_profile_interleaved_takes_turns():
+    t = Turns()
+    fns = [t.workload("a", 10), t.workload("b", 20), t.workload("c", 5, fail_at=3)]
+    a, b, c = profiler.profile_interleaved(fns, "cpu", warmup=1, repeats=4, budget_s=100, clock=t.clock)
+    # one warm-up round, then rounds of one timed call each; c raises on its second timed call and leaves the rounds
+    assert t.log == ["a", "b", "c"] + ["a", "b", "c"] * 2 + ["a", "b"] * 2
+    assert a.repeats == b.repeats == 4 and a.median == pytest.approx(0.010) and b.median == pytest.approx(0.020)
+    assert isinstance(c, RuntimeError) and str(c) == "c broke"
+
+
+def test_profile_interleaved_stops_each_callable_on_its_own():
+    t = Turns()
+    slow, fast = t.workload("slow", 100), t.workload("fast", 1)
+    s, f = profiler.profile_interleaved([slow, fast], "cpu", warmup=0, repeats=50, budget_s=0.25, clock=t.clock)
+    assert s.repeats == 3 and f.repeats == 50  # slow: its budget spent after 3 calls; fast: its repeats
+    assert t.log[:6] == ["slow", "fast"] * 3 and t.log[6:] == ["fast"] * 47
+    # a first warm-up call that takes the whole budget: no more warm-up for that one (as in profile)
+    t = Turns()
+    profiler.profile_interleaved([t.workload("huge", 2000), t.workload("tiny", 1)], "cpu", warmup=3, repeats=2,
+                                 budget_s=1.0, clock=t.clock)
+    assert t.log == ["huge", "tiny", "tiny", "tiny", "huge", "tiny", "tiny"]
+    with pytest.raises(ValueError, match="profile_interleaved: expected repeats >= 1"):
+        profiler.profile_interleaved([t.workload("x", 1)], repeats=0)
+
+
 def test_rooflines_are_measured_once():
     roof = profiler.Rooflines("cpu", budget_s=0.02)
     bw = roof.copy_bandwidth()
@@ -201,6 +245,42 @@ def test_adding_a_provider_and_broken_providers_become_rows(scratch_provider):
     assert by["nodevice"].status == "skip" and by["nodevice"].reason == "needs a frobnicator"
     assert not by["nodevice"].failed and by["yirage"].status == "ok"
     assert by["nokernel"].status == "skip" and by["nokernel"].reason == "no kernel for 40 columns"
+
+
+def test_interleaved_rows_match_the_sequential_ones(scratch_provider):
+    scratch_provider(Provider("ref32", "the reference rounded to fp32", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: s.reference(x, w, eps).to(x.dtype)}))
+    scratch_provider(Provider("raises", "raises", lambda d: None,
+                              {"rms_norm": lambda s: lambda x, w, eps: (_ for _ in ()).throw(RuntimeError("boom"))}))
+    scratch_provider(Provider("nodevice", "cannot run here", lambda d: "needs a frobnicator", {"rms_norm": None}))
+    calls = []
+
+    def checked_once(spec):  # right on the checked call, then raises while timed
+        def fn(x, w, eps):
+            calls.append(1)
+            if len(calls) > 1:
+                raise RuntimeError("timing broke")
+            return spec.eager(x, w, eps)
+        return fn
+    scratch_provider(Provider("once", "raises after its first call", lambda d: None, {"rms_norm": checked_once}))
+    names = ["torch", "ref32", "raises", "nodevice", "once", "yirage"]
+    kw = dict(ops=["rms_norm"], device="cpu", dtypes=["float32"], shapes=["6x40"], providers=names, **FAST)
+    seq = api.run(**kw)
+    calls.clear()
+    done = []
+    rows = api.run(**kw, interleave=True, progress=lambda i, total, row: done.append((i, total, row.provider)))
+    assert [r.provider for r in rows] == names and done == [(i + 1, 6, n) for i, n in enumerate(names)]
+    for r, q in zip(rows, seq):
+        assert (r.status, r.reason, r.max_rel, r.verdict) == (q.status, q.reason, q.max_rel, q.verdict), r.provider
+    by = {r.provider: r for r in rows}
+    assert by["once"].status == "error" and by["once"].reason == "RuntimeError while timing: timing broke"
+    for name in ("torch", "ref32", "yirage"):
+        assert by[name].status == "ok" and by[name].ms > 0 and by[name].repeats >= 1 and by[name].gbps > 0
+        assert by[name].roofline == "copy" and by[name].speedup_vs_torch > 0
+    assert by["raises"].reason == "RuntimeError: boom" and by["nodevice"].status == "skip"
+    fb = api.run(ops=["softmax"], device="cpu", dtypes=["float32"], shapes=["4x16"], providers=["yirage", "torch"],
+                 backward=True, interleave=True, **FAST)
+    assert [r.status for r in fb] == ["ok", "ok"] and {r.mode for r in fb} == {"fwd+bwd"}
 
 
 def test_every_op_yirage_and_torch_forward_and_backward():

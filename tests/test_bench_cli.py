@@ -162,7 +162,7 @@ def test_makefile_attention_rows_parse():
         args = cli.parser().parse_args(argv)
         assert args.ops == ["attention"] and args.dtypes == ["bfloat16"] and args.progress == "never"
         assert args.providers == ["yirage", "torch", "flash", "cudnn", "efficient"]
-        assert args.backward == (part == "2")
+        assert args.backward == (part == "2") and args.interleave
         plan = api.plan_shapes(args.ops, args.shapes)  # every shape parses (dims, GQA, suffix)
         assert len(plan["attention"]) == len(args.shapes) >= 2
     shapes = parts["1"] + parts["3"]

@@ -14,9 +14,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from .cases import OPS
-from .profiler import Rooflines
+from .profiler import Rooflines, profile_interleaved
 from .providers import DEFAULT_PROVIDERS, PROVIDERS
-from .runner import Result, _reference, run_case
+from .runner import Result, _reference, finish_row, prepare_case, run_case, timing_failed
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 DEFAULT_DTYPES = ("bfloat16",)
@@ -82,7 +82,8 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         providers: Optional[Iterable[str]] = None, shapes: Optional[Iterable[str]] = None, backward: bool = False,
         warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
-        rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None, cuda_graph: bool = False) -> List[Result]:
+        rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None, cuda_graph: bool = False,
+        interleave: bool = False) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
     provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
     implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
@@ -91,7 +92,10 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     False sets torch.backends.cuda.matmul.allow_tf32 for the run (every provider and the float32 GEMM roofline; put
     back afterwards; CUDA devices only), None leaves torch's setting; float32 rows of GEMM-based ops run with TF32
     allowed are checked with TF32's tolerance (testing.reference.TF32_TOL). `cuda_graph` (CUDA devices only): each
-    row times replays of its call captured in a CUDA graph (runner.run_case) instead of the call itself."""
+    row times replays of its call captured in a CUDA graph (runner.run_case) instead of the call itself.
+    `interleave`: the providers of each case are checked first, then timed in turn, one call each per round
+    (profiler.profile_interleaved), instead of one provider's repeats after another's; rows come in the same order,
+    all of a case's rows once its timing ends."""
     ops = _choose("ops", ops, list(OPS), list(OPS))
     device = check_device(device or default_device())
     dtype_names = _choose("dtype", dtypes, list(DTYPES), DEFAULT_DTYPES)
@@ -104,7 +108,7 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     check_cuda_graph(cuda_graph, device)
     with _tf32(tf32):
         return _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed,
-                    progress, rooflines, cuda_graph)
+                    progress, rooflines, cuda_graph, interleave)
 
 
 def check_cuda_graph(cuda_graph: bool, device: str) -> None:
@@ -128,7 +132,7 @@ def _tf32(setting: Optional[bool]):
 
 
 def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed, progress,
-         rooflines, cuda_graph=False) -> List[Result]:
+         rooflines, cuda_graph=False, interleave=False) -> List[Result]:
     rooflines = rooflines or Rooflines(device)
     # the rooflines first, before compiles and the cases' allocations disturb the machine
     if any(OPS[op].may_be_memory_bound for op in ops):
@@ -148,21 +152,38 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
                     reference = _reference(spec, case, backward, seed)
                 except Exception:  # noqa: BLE001 -- each row then reports the failure
                     reference = None
-                group = []
-                for name in names:
-                    if providers is None and spec.name not in PROVIDERS[name].impls:
-                        continue  # the default set: only providers that implement the op get rows
-                    row = run_case(spec, PROVIDERS[name], case, backward, warmup, repeats, budget_s, rooflines,
-                                   seed, reference, cuda_graph)
-                    group.append(row)
-                    rows.append(row)
+                # the default set: only providers that implement the op get rows
+                chosen = [PROVIDERS[n] for n in names if providers is not None or spec.name in PROVIDERS[n].impls]
+                if interleave:
+                    group = _interleaved(spec, chosen, case, backward, warmup, repeats, budget_s, rooflines, seed,
+                                         reference, cuda_graph)
+                else:
+                    group = []
+                for i, provider in enumerate(chosen):
+                    if not interleave:
+                        group.append(run_case(spec, provider, case, backward, warmup, repeats, budget_s, rooflines,
+                                              seed, reference, cuda_graph))
+                    rows.append(group[i])
                     if progress is not None:
-                        progress(len(rows), total, row)
+                        progress(len(rows), total, group[i])
                 base = next((r.ms for r in group if r.provider == "torch" and r.ms == r.ms), None)
                 for r in group:
                     if base is not None and r.ms == r.ms:
                         r.speedup_vs_torch = base / r.ms
                 del case, reference
+    return rows
+
+
+def _interleaved(spec, providers, case, backward, warmup, repeats, budget_s, rooflines, seed, reference,
+                 cuda_graph) -> List[Result]:
+    """The rows of one case: every provider checked (runner.prepare_case), then the runnable ones timed in turn."""
+    prepared = [prepare_case(spec, p, case, backward, seed, reference, cuda_graph) for p in providers]
+    runnable = [i for i, (_, timed) in enumerate(prepared) if timed is not None]
+    timings = profile_interleaved([prepared[i][1] for i in runnable], case.device, warmup, repeats, budget_s)
+    rows = [row for row, _ in prepared]
+    for i, t in zip(runnable, timings):
+        rows[i] = (timing_failed(rows[i], t) if isinstance(t, Exception)
+                   else finish_row(rows[i], spec, case, backward, t, rooflines))
     return rows
 
 

@@ -47,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cuda-graph", action="store_true",
                    help="CUDA: time replays of each call captured in a CUDA graph (the GPU's work without the host's "
                    "launch and autograd time between kernels; a provider that cannot be captured gets an error row)")
+    p.add_argument("--interleave", action="store_true",
+                   help="time the providers of each case in turn, one call each per round, rather than one "
+                   "provider's repeats after another's (fairer where long calls run the GPU into its power limit)")
     p.add_argument("--csv", metavar="FILE", help="write every row, all metrics, to a CSV file")
     p.add_argument("--markdown", metavar="FILE", help="write the table with date, device and versions")
     p.add_argument("--plot", metavar="FILE", help="PNG bar chart (one file per op: FILE-<op>.png for several)")
@@ -128,7 +131,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rows = api.run(ops=ops, device=device, dtypes=args.dtypes, providers=args.providers, shapes=args.shapes,
                        backward=args.backward, warmup=args.warmup, repeats=args.repeats, budget_s=args.budget,
                        seed=args.seed, progress=update, rooflines=rooflines, tf32=True if args.tf32 else None,
-                       cuda_graph=args.cuda_graph)
+                       cuda_graph=args.cuda_graph, interleave=args.interleave)
     finally:
         close()
     env = api.environment(device)
@@ -138,6 +141,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.cuda_graph:
         notes.insert(1, "timing: replays of each call captured in a CUDA graph (the L2 flushed before each replay, "
                      "outside the graph): the GPU's work without the host's launch and autograd time between kernels")
+    if args.interleave:
+        notes.insert(1, "timing: the providers of each case timed in turn, one call each per round (--interleave)")
     if tf32 and "float32" in (args.dtypes or api.DEFAULT_DTYPES):
         notes.insert(1, f"float32 GEMM products (matmul, linear, attention) on TF32 tensor cores for every provider "
                      f"and the gemm roofline (torch.backends.cuda.matmul.allow_tf32); those rows checked with TF32's "

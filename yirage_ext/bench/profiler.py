@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -55,6 +55,33 @@ def _is_cuda(device: str) -> bool:
     return torch.device(device).type == "cuda"
 
 
+def _time_once(fn: Callable[[], object], device: str, cuda: bool, clock: Callable[[], int]) -> float:
+    """Seconds of one call of `fn`: between CUDA events after an L2 flush on CUDA, by `clock` elsewhere."""
+    if cuda:
+        flush_l2(device)
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
+        fn()
+        ev1.record()
+        ev1.synchronize()
+        return ev0.elapsed_time(ev1) / 1e3
+    t0 = clock()
+    fn()
+    return (clock() - t0) / 1e9
+
+
+def _done(times: List[float], spent: float, repeats: int, budget_s: float) -> bool:
+    """Whether a series of timed calls stops: `repeats` reached, or the budget spent by at least 3 calls (by 1 when
+    that one call took the whole budget; by any number at 3x the budget)."""
+    return len(times) >= repeats or spent >= budget_s and (
+        len(times) >= 3 or spent >= 3 * budget_s or len(times) == 1 and times[0] >= budget_s)
+
+
+def _check_counts(what: str, warmup: int, repeats: int) -> None:
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"{what}: expected repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+
+
 def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repeats: int = 50,
             budget_s: float = 1.0, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
     """Times `fn()`: `warmup` untimed calls, then up to `repeats` timed calls (at least 3, or 1 when a single
@@ -62,8 +89,7 @@ def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repe
 
     `clock` returns nanoseconds (time.perf_counter_ns; a stub in tests); it times CPU repeats and the budget.
     """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"profile: expected repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    _check_counts("profile", warmup, repeats)
     cuda = _is_cuda(device)
     start = clock()
     for i in range(warmup):
@@ -74,24 +100,56 @@ def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repe
         torch.cuda.synchronize(device)
     times: List[float] = []
     spent = 0.0
-    while len(times) < repeats:
-        if cuda:
-            flush_l2(device)
-            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ev0.record()
-            fn()
-            ev1.record()
-            ev1.synchronize()
-            dt = ev0.elapsed_time(ev1) / 1e3
-        else:
-            t0 = clock()
-            fn()
-            dt = (clock() - t0) / 1e9
+    while not _done(times, spent, repeats, budget_s):
+        dt = _time_once(fn, device, cuda, clock)
         times.append(dt)
         spent += dt
-        if spent >= budget_s and (len(times) >= 3 or spent >= 3 * budget_s or len(times) == 1 and dt >= budget_s):
-            break
     return summarize(times)
+
+
+def profile_interleaved(fns: Sequence[Callable[[], object]], device: str = "cpu", warmup: int = 5,
+                        repeats: int = 50, budget_s: float = 1.0,
+                        clock: Callable[[], int] = time.perf_counter_ns) -> List[Union[Timing, Exception]]:
+    """Times several callables in turn: rounds of one timed call each (the warm-up too, `warmup` rounds), each
+    callable stopping on its own as `profile` stops (`repeats`, `budget_s`). Each then sees the same GPU clocks and
+    temperature: timed one after another, a compute-bound call that runs the GPU into its power limit slows the
+    ones timed after it. A callable whose first warm-up call takes the whole budget gets no more warm-up (as in
+    `profile`). Returns one entry per callable, its Timing, or the exception it raised (it is dropped
+    from the rounds; the others go on)."""
+    _check_counts("profile_interleaved", warmup, repeats)
+    cuda = _is_cuda(device)
+    results: List[Union[Timing, Exception, None]] = [None] * len(fns)
+    times: List[List[float]] = [[] for _ in fns]
+    spent = [0.0] * len(fns)
+
+    def guarded(i: int, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 -- the caller turns it into that callable's row
+            results[i] = e
+
+    warm = [warmup] * len(fns)  # warm-up calls left: none after a first call that took the whole budget
+    for _ in range(warmup):
+        for i, fn in enumerate(fns):
+            if results[i] is None and warm[i] > 0:
+                t0 = clock()
+                guarded(i, fn)
+                warm[i] = 0 if warm[i] == warmup and (clock() - t0) / 1e9 >= budget_s else warm[i] - 1
+    if cuda:
+        torch.cuda.synchronize(device)
+    active = [i for i in range(len(fns)) if results[i] is None]
+    while active:
+        for i in active:
+            def timed(i=i):
+                dt = _time_once(fns[i], device, cuda, clock)
+                times[i].append(dt)
+                spent[i] += dt
+            guarded(i, timed)
+        for i in active:
+            if results[i] is None and _done(times[i], spent[i], repeats, budget_s):
+                results[i] = summarize(times[i])
+        active = [i for i in active if results[i] is None]
+    return results  # type: ignore[return-value]
 
 
 class Rooflines:

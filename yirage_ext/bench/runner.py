@@ -15,7 +15,7 @@ import torch
 
 from . import accuracy as A
 from .cases import OPS, Case, OpSpec
-from .profiler import Rooflines, profile
+from .profiler import Rooflines, Timing, profile
 from .providers import PROVIDERS, Provider, Unsupported, unavailable
 from ..testing.reference import GRAD_TOL, TF32_TOL
 
@@ -157,12 +157,31 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
     `cuda_graph` (CUDA devices): the checked call is captured once in a CUDA graph and its replays are timed, so
     that the time is the GPU's work without the host's launch and autograd overhead between kernels; a provider
     whose call cannot be captured gets an error row saying so."""
+    row, timed = prepare_case(spec, provider, case, backward, seed, reference, cuda_graph)
+    if timed is None:
+        return row
+    try:
+        t = profile(timed, case.device, warmup, repeats, budget_s)
+    except Exception as e:  # noqa: BLE001
+        return timing_failed(row, e)
+    return finish_row(row, spec, case, backward, t, rooflines)
+
+
+def timing_failed(row: Result, e: Exception) -> Result:
+    row.status, row.reason, row.verdict = "error", _reason(e, " while timing"), "error"
+    return row
+
+
+def prepare_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = False, seed: int = 0,
+                 reference=None, cuda_graph: bool = False) -> Tuple[Result, Optional[Callable[[], object]]]:
+    """run_case up to the timing: (the row with its accuracy, the call to time), or (the row saying why it cannot
+    run or what failed, None)."""
     row = Result(case.op, case.shape, _dtype_name(case.dtype), case.device, "fwd+bwd" if backward else "fwd",
                  provider.name)
     why = unavailable(provider, spec.name, case.device, case.dtype, backward, case.args)
     if why:
         row.reason = why
-        return row
+        return row, None
     try:
         fn = provider.function(spec)
         if backward:
@@ -185,10 +204,10 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
         del outs, grads
     except Unsupported as e:  # the provider found it has no kernel for this case
         row.reason = str(e)
-        return row
+        return row, None
     except Exception as e:  # noqa: BLE001 -- any failure is the row's reason
         row.status, row.reason, row.verdict = "error", _reason(e), "error"
-        return row
+        return row, None
     row.max_abs, row.max_rel, row.l2_rel, row.max_ulp = acc.max_abs, acc.max_rel, acc.l2_rel, acc.max_ulp
     row.frac_outside, row.atol, row.rtol, row.verdict = acc.frac_outside, acc.atol, acc.rtol, acc.verdict()
     row.status = "ok" if acc.passed else "fail"
@@ -200,12 +219,13 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
             timed = graphed(call, case.device)
         except Exception as e:  # noqa: BLE001
             row.status, row.reason, row.verdict = "error", _reason(e, " while capturing a CUDA graph"), "error"
-            return row
-    try:
-        t = profile(lambda: timed(), case.device, warmup, repeats, budget_s)
-    except Exception as e:  # noqa: BLE001
-        row.status, row.reason, row.verdict = "error", _reason(e, " while timing"), "error"
-        return row
+            return row, None
+    return row, timed
+
+
+def finish_row(row: Result, spec: OpSpec, case: Case, backward: bool, t: Timing,
+               rooflines: Optional[Rooflines] = None) -> Result:
+    """The row's time, rate and roofline from its Timing."""
     row.ms, row.p20_ms, row.p80_ms, row.repeats = t.median * 1e3, t.p20 * 1e3, t.p80 * 1e3, t.repeats
     row.gbps = spec.nbytes(case.args, backward) / t.median / 1e9
     memory_bound = spec.memory_bound(case.args)
