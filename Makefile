@@ -78,25 +78,27 @@ bench-cuda:
 # and S16384 D128, B4 H16 S4096 D256, full and causal (the shape suffix -full / -causal); forward+backward B4 H32 S4096 D128; decode
 # B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
 # TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
-# run). The providers of each case are timed in turn (--interleave): one after another, a long call that runs the GPU
-# into its power limit slows the ones timed after it. Separate from bench-cuda, to fit a 10-minute call; each part
-# can also be run alone (ATTN_PARTS="1 3").
+# run). Parts 1 and 2 time the providers of each case in turn (--interleave): one after another, a long call that runs
+# the GPU into its power limit slows the ones timed after it. Part 3 (decode) does not: taken in turns, our B1 rows
+# (calls of tens of us) timed 1.2-4.4x slower and noisy against the sequential run of 2026-11-27, the host's launch
+# time presumably showing in calls that short. Separate from bench-cuda, to fit a 10-minute call; each part can also
+# be run alone (ATTN_PARTS="1 3").
 ATTN_PARTS ?= 1 2 3
 CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dtype bfloat16 \
-	--providers yirage torch flash cudnn efficient --progress never --interleave
-ATTN_SHAPES_1 := 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
+	--providers yirage torch flash cudnn efficient --progress never
+ATTN_SHAPES_1 := --interleave --shapes 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x32x4096x64-causal \
 	4x32x2048x128-full 4x32x2048x128-causal 4x32x16384x128-full 4x32x16384x128-causal \
 	4x16x4096x256-full 4x16x4096x256-causal
-ATTN_SHAPES_2 := --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x16x4096x256-full
-ATTN_SHAPES_3 := 1x32x8x1x1024x128-full 1x32x8x1x32768x128-full 1x32x8x1x131072x128-full \
+ATTN_SHAPES_2 := --interleave --backward --shapes 4x32x4096x128-full 4x32x4096x128-causal 4x32x4096x64-full 4x16x4096x256-full
+ATTN_SHAPES_3 := --shapes 1x32x8x1x1024x128-full 1x32x8x1x32768x128-full 1x32x8x1x131072x128-full \
 	64x32x8x1x1024x128-full 64x32x8x1x32768x128-full 64x32x8x1x131072x128-full
 bench-cuda-attention:
 	@set -e; rc=0; tmp=$$(mktemp -d); \
 	gpu=$$($(BENCH_PY) -c "import re, torch; print(re.sub('[^a-z0-9]+', '-', torch.cuda.get_device_name().lower()).strip('-'))"); \
 	out=benchmarks/results/cuda-attention-$$gpu-$$(date +%F); \
 	for p in $(ATTN_PARTS); do \
-		case $$p in 1) shapes="--shapes $(ATTN_SHAPES_1)";; 2) shapes="$(ATTN_SHAPES_2)";; \
-			3) shapes="--shapes $(ATTN_SHAPES_3)";; *) echo "ATTN_PARTS: expected 1, 2 or 3, got $$p"; exit 2;; esac; \
+		case $$p in 1) shapes="$(ATTN_SHAPES_1)";; 2) shapes="$(ATTN_SHAPES_2)";; \
+			3) shapes="$(ATTN_SHAPES_3)";; *) echo "ATTN_PARTS: expected 1, 2 or 3, got $$p"; exit 2;; esac; \
 		$(CUDA_ATTN) $$shapes --markdown $$tmp/$$p.md --csv $$tmp/$$p.csv || rc=1; \
 	done; \
 	first=1; : > $$out.md; : > $$out.csv; \

@@ -2,6 +2,7 @@
 bad-argument message (in process: one line on stderr, exit status 2, no traceback)."""
 import csv
 import importlib.util
+import re
 import sys
 import textwrap
 
@@ -32,10 +33,13 @@ def test_cli_table_csv_and_plot(tmp_path):
     lines = r.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("op "))
     assert lines[header].split() == ["op", "shape", "dtype", "provider", "time", "p20-p80", "rate", "%", "roof",
-                                     "vs", "torch", "accuracy"]
+                                     "%", "size", "copy", "vs", "torch", "accuracy"]
     body = lines[header + 2: header + 2 + 12]
     assert len(body) == 12 and all(line.split()[0] in ("rms_norm", "matmul") for line in body)
     assert sum("GB/s" in line and "% copy" in line and " ok (rel" in line for line in body) == 4
+    # memory-bound rows also against a copy of their own size; compute-bound ones not
+    assert all(re.search(r"% copy +\d+% +\d", line) for line in body if "GB/s" in line)
+    assert all(re.search(r"% gemm +- +\d", line) for line in body if "FLOP/s" in line)
     assert sum("FLOP/s" in line and "% gemm" in line for line in body) == 4
     assert sum("n/a: needs a CUDA device (running on cpu)" in line for line in body) == 4
     assert "Traceback" not in r.stderr
@@ -47,8 +51,9 @@ def test_cli_table_csv_and_plot(tmp_path):
     assert {"date", "device_name", "torch", "yirage_ext"} <= set(rows[0])
     assert len(rows) == 12 and {r["status"] for r in rows} == {"ok", "skip"}
     assert all(float(r["ms"]) > 0 and r["verdict"] == "ok" for r in rows if r["status"] == "ok")
+    assert all(float(r["same_size_copy_pct"]) > 0 for r in rows if r["status"] == "ok" and r["roofline"] == "copy")
     md = out_md.read_text()
-    assert "| op | shape |" in md
+    assert "| op | shape |" in md and "- % size copy: of a copy moving the row's ideal bytes" in md
     # the recorded command keeps what was run and leaves out where the outputs went
     command = next(line for line in md.splitlines() if line.startswith("- command:"))
     assert "--ops rms_norm matmul" in command and str(tmp_path) not in command and "--csv" not in command
@@ -158,11 +163,10 @@ def test_makefile_attention_rows_parse():
     assert sorted(parts) == ["1", "2", "3"]
     for part, extra in parts.items():
         argv = [a.replace("cuda", "cpu") if a == "cuda" else a for a in base]
-        argv += (["--shapes"] if part != "2" else []) + extra
-        args = cli.parser().parse_args(argv)
+        args = cli.parser().parse_args(argv + extra)
         assert args.ops == ["attention"] and args.dtypes == ["bfloat16"] and args.progress == "never"
         assert args.providers == ["yirage", "torch", "flash", "cudnn", "efficient"]
-        assert args.backward == (part == "2") and args.interleave
+        assert args.backward == (part == "2") and args.interleave == (part != "3")  # decode: one provider at a time
         plan = api.plan_shapes(args.ops, args.shapes)  # every shape parses (dims, GQA, suffix)
         assert len(plan["attention"]) == len(args.shapes) >= 2
     shapes = parts["1"] + parts["3"]
