@@ -174,6 +174,10 @@ def test_rooflines_are_measured_once():
     roof = profiler.Rooflines("cpu", budget_s=0.02)
     bw = roof.copy_bandwidth()
     assert bw > 1e8 and roof.copy_bandwidth() == bw
+    # a copy of a row's own size, once per size; from the roof's size up, the roof itself (nothing allocated)
+    same = roof.same_size_copy(3 << 20, budget_s=0.01)
+    assert same > 1e8 and roof.same_size_copy(3 << 20) == same and list(roof._same) == [3 << 19]
+    assert roof.same_size_copy(1 << 40) == bw and len(roof._same) == 1
     rate, what = roof.gemm_rate(torch.float32)
     assert rate > 1e8 and "torch.matmul" in what and roof.gemm_rate(torch.float32) == (rate, what)
     # a half type's roof is at least the fp32 one (its products can run as fp32 ones), and says which it is
@@ -293,6 +297,7 @@ def test_every_op_yirage_and_torch_forward_and_backward():
     assert all((r.tflops == r.tflops) == (r.op in ("matmul", "linear", "attention")) for r in rows)
     # matmul and linear at these few rows (<= 64) are rated by bandwidth, like every memory-bound op
     assert all(r.roofline == ("gemm" if r.op == "attention" else "copy") for r in rows)
+    assert all((r.same_size_copy_pct > 0) == (r.roofline == "copy") for r in rows)  # nan for the gemm rows
     rows = api.run(device="cpu", dtypes=["float32"], providers=["yirage", "torch"], shapes=shapes, backward=True, **FAST)
     assert [r for r in rows if r.status != "ok"] == [] and {r.mode for r in rows} == {"fwd+bwd"}
 

@@ -183,7 +183,7 @@ def _interleaved(spec, providers, case, backward, warmup, repeats, budget_s, roo
     rows = [row for row, _ in prepared]
     for i, t in zip(runnable, timings):
         rows[i] = (timing_failed(rows[i], t) if isinstance(t, Exception)
-                   else finish_row(rows[i], spec, case, backward, t, rooflines))
+                   else finish_row(rows[i], spec, case, backward, t, rooflines, budget_s))
     return rows
 
 

@@ -179,6 +179,10 @@ def _notes(rooflines: Rooflines, seconds: float) -> List[str]:
     if rooflines._copy is not None:
         notes.append(f"% roof copy: of the copy bandwidth measured in this run, {rooflines._copy / 1e9:.1f} GB/s "
                      f"(dst.copy_(src) of a {'512' if rooflines.device_is_cuda else '256'} MiB buffer, read + write)")
+    if rooflines._same:
+        notes.append("% size copy: of a copy moving the row's ideal bytes (half read, half written), timed the same "
+                     "way in this run (from the roof's size up, the roof's rate): the rate a memory-bound call of that "
+                     "size could reach, launch and ramp included")
     for dtype, (rate, what) in rooflines._gemm.items():
         shown = f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.1f} GFLOP/s"
         notes.append(f"% roof gemm ({str(dtype).replace('torch.', '')}): of {what}, {shown}, "

@@ -160,6 +160,7 @@ class Rooflines:
         self.device = device
         self.budget_s = budget_s
         self._copy: Optional[float] = None
+        self._same: Dict[int, float] = {}
         self._gemm: Dict[torch.dtype, Tuple[float, str]] = {}
 
     @property
@@ -177,6 +178,23 @@ class Rooflines:
             t = profile(lambda: dst.copy_(src), self.device, warmup=3, repeats=50, budget_s=self.budget_s)
             self._copy = 2 * n * 4 / t.median
         return self._copy
+
+    def same_size_copy(self, nbytes: int, budget_s: Optional[float] = None) -> float:
+        """Bytes/s of dst.copy_(src) moving `nbytes` (half read, half written), timed as the rows are (L2 flushed
+        first on CUDA), once per size: the rate a memory-bound call of that size could reach. A call of tens of MB
+        cannot reach the roof's rate (launch and ramp cost a few us: on an H200, 85 MB copied at 92% of it).
+        From the roof's own traffic up (1 GiB on CUDA, 512 MiB elsewhere), the roof's rate: no second copy of a
+        large case is allocated."""
+        if nbytes >= 2 * (512 if self.device_is_cuda else 256) * 2**20:
+            return self.copy_bandwidth()
+        n = max(1, int(nbytes) // 2)
+        if n not in self._same:
+            src = torch.zeros(n, dtype=torch.uint8, device=self.device)
+            dst = torch.empty_like(src)
+            t = profile(lambda: dst.copy_(src), self.device, warmup=3, repeats=50,
+                        budget_s=self.budget_s if budget_s is None else budget_s)
+            self._same[n] = 2 * n / t.median
+        return self._same[n]
 
     def gemm_rate(self, dtype: torch.dtype) -> Tuple[float, str]:
         """(FLOP/s, description) of torch.matmul of square matrices in `dtype` (fp32 accumulation for half types),

@@ -9,7 +9,8 @@ from typing import Dict, List, Optional, Sequence
 
 from .runner import Result
 
-COLUMNS = ("op", "shape", "dtype", "provider", "time", "p20-p80", "rate", "% roof", "vs torch", "accuracy")
+COLUMNS = ("op", "shape", "dtype", "provider", "time", "p20-p80", "rate", "% roof", "% size copy", "vs torch",
+           "accuracy")
 
 
 def _time(ms: float) -> str:
@@ -46,14 +47,15 @@ def noisy(r: Result) -> bool:
 
 def cells(r: Result) -> List[str]:
     if r.status in ("skip", "error"):
-        return [r.op, r.shape, r.dtype, r.provider, "-", "", "", "", "", _accuracy(r)]
+        return [r.op, r.shape, r.dtype, r.provider, "-", "", "", "", "", "", _accuracy(r)]
     spread = f"{_time(r.p20_ms)}-{_time(r.p80_ms)}".replace(" us-", "-").replace(" ms-", "-")
     if noisy(r):
         spread += " noisy"
     roof = f"{r.roofline_pct:.0f}% {r.roofline}" if r.roofline_pct == r.roofline_pct else "-"
+    same = f"{r.same_size_copy_pct:.0f}%" if r.same_size_copy_pct == r.same_size_copy_pct else "-"
     vs = f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch == r.speedup_vs_torch else "-"
     return [r.op + (" +bwd" if r.mode != "fwd" else ""), r.shape, r.dtype, r.provider, _time(r.ms), spread,
-            _rate(r), roof, vs, _accuracy(r)]
+            _rate(r), roof, same, vs, _accuracy(r)]
 
 
 def table(rows: Sequence[Result]) -> str:

@@ -42,6 +42,7 @@ class Result:
     tflops: float = math.nan
     roofline: str = ""  # "copy" or "gemm"
     roofline_pct: float = math.nan
+    same_size_copy_pct: float = math.nan  # memory-bound rows: of a copy moving the same bytes, timed in the run
     speedup_vs_torch: float = math.nan
     max_abs: float = math.nan
     max_rel: float = math.nan
@@ -164,7 +165,7 @@ def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = Fals
         t = profile(timed, case.device, warmup, repeats, budget_s)
     except Exception as e:  # noqa: BLE001
         return timing_failed(row, e)
-    return finish_row(row, spec, case, backward, t, rooflines)
+    return finish_row(row, spec, case, backward, t, rooflines, budget_s)
 
 
 def timing_failed(row: Result, e: Exception) -> Result:
@@ -224,8 +225,9 @@ def prepare_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = 
 
 
 def finish_row(row: Result, spec: OpSpec, case: Case, backward: bool, t: Timing,
-               rooflines: Optional[Rooflines] = None) -> Result:
-    """The row's time, rate and roofline from its Timing."""
+               rooflines: Optional[Rooflines] = None, budget_s: Optional[float] = None) -> Result:
+    """The row's time, rate and roofline from its Timing (a memory-bound row's same-size copy timed with
+    `budget_s`)."""
     row.ms, row.p20_ms, row.p80_ms, row.repeats = t.median * 1e3, t.p20 * 1e3, t.p80 * 1e3, t.repeats
     row.gbps = spec.nbytes(case.args, backward) / t.median / 1e9
     memory_bound = spec.memory_bound(case.args)
@@ -238,4 +240,9 @@ def finish_row(row: Result, spec: OpSpec, case: Case, backward: bool, t: Timing,
             row.roofline, row.roofline_pct = "gemm", 100 * flops / t.median / rate
     elif rooflines is not None:
         row.roofline, row.roofline_pct = "copy", 100 * row.gbps * 1e9 / rooflines.copy_bandwidth()
+        try:
+            same = rooflines.same_size_copy(spec.nbytes(case.args, backward), budget_s)
+            row.same_size_copy_pct = 100 * row.gbps * 1e9 / same
+        except torch.OutOfMemoryError:  # no room for the copy beside the case: the column stays empty
+            pass
     return row
