@@ -24,10 +24,13 @@ struct Sm90BwdConfig {
   static constexpr int kBlockM = kD == 64 ? 128 : 64;  // query rows per tile
   static constexpr int kThreads = 384;                 // the producer warpgroup, then two math warpgroups
   // Registers per thread after setmaxnreg: the math warpgroups take what the producer gives back (the CTA's pool,
-  // at the launch's even share of 168): 40 / 232. At 24 / 240 the producer spills 500 bytes and the kernel is slower
-  // (measured above).
+  // at the launch's even share of 168). D = 128: 40 / 232. D = 64: 24 / 240. With Q and dO by TMA, 24 / 240 (ptxas:
+  // 356 bytes of producer spills, in its copy paths) against 40 / 232 (24-56 bytes), kernel alone, H200, 2026-11-28:
+  // D64 B4 H32 S4096 0.96-1.05x (7 rounds), causal 1.02-1.03x, B2 S8192 causal 1.03-1.04x, GQA (Hk 8) S2048 causal
+  // 1.02-1.03x; D128 0.98-1.00x, causal 0.94-0.98x, B2 S8192 causal 0.95-1.00x (cuda-probes-h200-2026-11-28.md).
+  // Before Q and dO moved to TMA the producer spilled 500 bytes at 24 and the kernel was slower for both.
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegs = 40;
+  static constexpr int kProducerRegs = kD == 64 ? 24 : 40;
   static constexpr int kMathRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
   static_assert(2 * (kMathRegs - kLaunchRegs) <= kLaunchRegs - kProducerRegs, "register pool");
   static_assert(kProducerRegs >= 24 && kProducerRegs % 8 == 0 && kMathRegs <= 256, "setmaxnreg: 24..256, by 8");
