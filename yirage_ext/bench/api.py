@@ -143,6 +143,12 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
     total = sum(len(plan[op]) * len(dtype_names) * sum(1 for n in names if providers is not None
                                                          or op in PROVIDERS[n].impls) for op in ops)
     rows: List[Result] = []
+
+    def emit(row: Result) -> Result:
+        rows.append(row)
+        if progress is not None:
+            progress(len(rows), total, row)
+        return row
     for op in ops:
         spec = OPS[op]
         for shape in plan[op]:
@@ -154,18 +160,12 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
                     reference = None
                 # the default set: only providers that implement the op get rows
                 chosen = [PROVIDERS[n] for n in names if providers is not None or spec.name in PROVIDERS[n].impls]
-                if interleave:
-                    group = _interleaved(spec, chosen, case, backward, warmup, repeats, budget_s, rooflines, seed,
-                                         reference, cuda_graph)
+                if interleave:  # every row of the case at once, when its timing ends
+                    group = [emit(r) for r in _interleaved(spec, chosen, case, backward, warmup, repeats, budget_s,
+                                                           rooflines, seed, reference, cuda_graph)]
                 else:
-                    group = []
-                for i, provider in enumerate(chosen):
-                    if not interleave:
-                        group.append(run_case(spec, provider, case, backward, warmup, repeats, budget_s, rooflines,
-                                              seed, reference, cuda_graph))
-                    rows.append(group[i])
-                    if progress is not None:
-                        progress(len(rows), total, group[i])
+                    group = [emit(run_case(spec, p, case, backward, warmup, repeats, budget_s, rooflines, seed,
+                                           reference, cuda_graph)) for p in chosen]
                 base = next((r.ms for r in group if r.provider == "torch" and r.ms == r.ms), None)
                 for r in group:
                     if base is not None and r.ms == r.ms:
