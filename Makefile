@@ -50,9 +50,9 @@ bench: install
 	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS); done
 
 # The CUDA grid on the visible GPU, one report: benchmarks/results/cuda-<gpu>-<date>.md. Memory-bound ops at
-# 16384x4096, 65536x1024 and 4096x8192 (bf16, fp32), forward+backward, small shapes (latency), RoPE, GEMM; ours vs
-# eager, torch.compile and Liger (when installed) in the same run. BENCH_PY: the Python to run it with (a GPU
-# machine's own, e.g. BENCH_PY=python3; the default is the CPU venv's).
+# 16384x4096, 65536x1024 and 4096x8192 (bf16, fp32), forward+backward, small shapes (their latency from Python to
+# the result: --latency), RoPE, GEMM; ours vs eager, torch.compile and Liger (when installed) in the same run.
+# BENCH_PY: the Python to run it with (a GPU machine's own, e.g. BENCH_PY=python3; the default is the CPU venv's).
 BENCH_PY ?= $(PY)
 CUDA_GRID := $(BENCH_PY) -m yirage_ext.bench --device cuda --providers yirage torch compile liger --progress never
 bench-cuda:
@@ -63,14 +63,16 @@ bench-cuda:
 		--dtype bfloat16 float32 --shapes 16384x4096 65536x1024 4096x8192 --markdown $$tmp/1.md --csv $$tmp/1.csv || rc=1; \
 	$(CUDA_GRID) --ops rms_norm layer_norm softmax silu_and_mul --dtype bfloat16 float32 --backward \
 		--shapes 16384x4096 4096x8192 --markdown $$tmp/2.md --csv $$tmp/2.csv || rc=1; \
-	$(CUDA_GRID) --ops rms_norm softmax silu_and_mul --dtype bfloat16 --shapes 1x4096 8x4096 64x4096 \
-		--markdown $$tmp/3.md --csv $$tmp/3.csv || rc=1; \
+	$(CUDA_GRID) --ops rms_norm fused_add_rms_norm layer_norm softmax log_softmax silu_and_mul gelu_and_mul gelu \
+		--dtype bfloat16 --shapes 1x4096 8x4096 64x4096 --latency --markdown $$tmp/3.md --csv $$tmp/3.csv || rc=1; \
+	$(CUDA_GRID) --ops rotary_embedding --dtype bfloat16 --shapes 1x32x8x128 64x32x8x128 --latency \
+		--markdown $$tmp/3r.md --csv $$tmp/3r.csv || rc=1; \
 	$(CUDA_GRID) --ops rotary_embedding matmul linear --dtype bfloat16 float32 \
 		--shapes rotary_embedding:16384x32x8x128 rotary_embedding:4096x32x8x128 matmul:2048x2048x2048 \
 		matmul:4096x4096x4096 matmul:8192x8192x8192 linear:4096x4096x4096 linear:64x4096x4096 linear:1x4096x4096 \
 		--markdown $$tmp/4.md --csv $$tmp/4.csv || rc=1; \
-	cat $$tmp/1.md $$tmp/2.md $$tmp/3.md $$tmp/4.md > $$out.md; cat $$tmp/1.csv > $$out.csv; \
-	for f in 2 3 4; do tail -n +2 $$tmp/$$f.csv >> $$out.csv; done; \
+	cat $$tmp/1.md $$tmp/2.md $$tmp/3.md $$tmp/3r.md $$tmp/4.md > $$out.md; cat $$tmp/1.csv > $$out.csv; \
+	for f in 2 3 3r 4; do tail -n +2 $$tmp/$$f.csv >> $$out.csv; done; \
 	rm -rf $$tmp; echo "bench-cuda: wrote $$out.md and $$out.csv"; exit $$rc
 
 # Attention on the visible GPU, bf16, one report: benchmarks/results/cuda-attention-<gpu>-<date>.md/.csv. Ours vs SDPA
@@ -79,10 +81,11 @@ bench-cuda:
 # B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
 # TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
 # run). Parts 1 and 2 time the providers of each case in turn (--interleave): one after another, a long call that runs
-# the GPU into its power limit slows the ones timed after it. Part 3 (decode) does not: taken in turns, our B1 rows
-# (calls of tens of us) timed 1.2-4.4x slower and noisy against the sequential run of 2026-11-27, the host's launch
-# time presumably showing in calls that short. Separate from bench-cuda, to fit a 10-minute call; each part can also
-# be run alone (ATTN_PARTS="1 3").
+# the GPU into its power limit slows the ones timed after it. Part 3 (decode) does not: taken in turns, the B1 calls
+# of every provider timed slower and noisy (ours 9.4 -> 12.9 us, SDPA's flash backend 14.6 -> 83.9), most likely
+# the host's launch outlasting the L2 flush that otherwise hides it (cuda-attention-decode-timing-h200-2026-11-28.md
+# in benchmarks/results). Separate from bench-cuda, to fit a 10-minute call; each part can also be run alone
+# (ATTN_PARTS="1 3").
 ATTN_PARTS ?= 1 2 3
 CUDA_ATTN := $(BENCH_PY) -m yirage_ext.bench --device cuda --ops attention --dtype bfloat16 \
 	--providers yirage torch flash cudnn efficient --progress never

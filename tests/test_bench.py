@@ -126,6 +126,38 @@ def test_profile_budget_bounds_the_repeats():
     assert slow.calls == 2 and t.repeats == 1 and t.median == pytest.approx(2.0)
 
 
+def test_latency_times_the_call_to_its_result_by_the_host_clock(monkeypatch):
+    """--latency on CUDA (no GPU needed here: the device calls are stubs): no L2 flush, no CUDA events; each repeat
+    runs from the call to the end of a synchronize, by the host's clock."""
+    work = StubWorkload([1.0] * 3 + [0.004, 0.006, 0.005])  # 3 warm-up calls, then 4-6 us of host time each
+    syncs = []
+
+    def synchronize(device=None):
+        syncs.append(device)
+        work.now += 20_000  # the wait for the GPU: 20 us, inside the timed window
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(profiler, "flush_l2", lambda device: pytest.fail("--latency flushed the L2"))
+    monkeypatch.setattr(torch.cuda, "Event", lambda **kw: pytest.fail("--latency recorded CUDA events"))
+    t = profiler.profile(work, "cuda", warmup=3, repeats=3, budget_s=100, clock=work.clock, latency=True)
+    assert work.calls == 6 and syncs == ["cuda"] * 4  # one after the warm-up, one per timed call
+    assert t.repeats == 3 and t.median == pytest.approx(25e-6) and t.p20 < t.p80
+    work = StubWorkload([0.004, 0.006])
+    syncs.clear()
+    a, b = profiler.profile_interleaved([work, work], "cuda", warmup=0, repeats=1, budget_s=100, clock=work.clock,
+                                        latency=True)
+    assert syncs == ["cuda"] * 3 and a.median == pytest.approx(24e-6) and b.median == pytest.approx(26e-6)
+
+
+def test_latency_excludes_cuda_graphs_and_changes_nothing_on_cpu():
+    with pytest.raises(ValueError, match="--latency and --cuda-graph: expected one of them"):
+        api.check_cuda_graph(True, "cuda", latency=True)
+    api.check_cuda_graph(False, "cuda", latency=True)
+    kw = dict(ops=["rms_norm"], device="cpu", dtypes=["float32"], providers=["yirage"], shapes=["8x64"], **FAST)
+    row, = api.run(latency=True, **kw)  # CPU calls are timed by the host's clock either way: rooflines stay
+    assert row.status == "ok" and row.roofline == "copy" and row.roofline_pct > 0, row
+
+
 class Turns:
     """Stub workloads sharing one fake nanosecond clock; each call logs its name, advances the clock by the
     workload's duration and raises from its `fail_at`-th call on."""
@@ -458,6 +490,18 @@ def test_graphed_replay_recomputes_from_the_captured_inputs():
     replay()
     torch.cuda.synchronize()
     assert torch.equal(out, 2 * torch.arange(1000, dtype=torch.float32, device="cuda"))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_latency_rows_on_cuda():
+    rows = api.run(ops=["rms_norm"], device="cuda", dtypes=["bfloat16"], providers=["yirage", "torch"],
+                   shapes=["8x4096"], warmup=2, repeats=5, latency=True)
+    assert [r.provider for r in rows] == ["yirage", "torch"]
+    assert all(r.status == "ok" and r.ms > 0 and r.gbps > 0 for r in rows), [(r.provider, r.reason) for r in rows]
+    assert all(r.roofline == "" and math.isnan(r.same_size_copy_pct) for r in rows)  # the roofs are event-timed
 
 
 @pytest.mark.cuda

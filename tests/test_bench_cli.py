@@ -174,6 +174,33 @@ def test_makefile_attention_rows_parse():
             "4x32x2048x128-full", "64x32x8x1x131072x128-full", "1x32x8x1x1024x128-full"} <= set(shapes)
 
 
+def test_makefile_cuda_grid_parts_parse():
+    """Every part of the bench-cuda target (Makefile: the recipe's $(CUDA_GRID) commands) parses: options, ops, and
+    each shape for its op; the small shapes are timed from Python (--latency)."""
+    import os
+    import re
+
+    from yirage_ext.bench import api
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "Makefile")).read().replace("\\\n", " ")
+    base = re.search(r"^CUDA_GRID :=(.*)$", text, re.M).group(1).split()[3:]  # after "$(BENCH_PY) -m yirage_ext.bench"
+    recipe = text[text.index("\nbench-cuda:"):text.index("\nbench-cuda-attention:")]
+    parts = [re.split(r" \|\| ", cmd)[0].split() for cmd in recipe.split("$(CUDA_GRID)")[1:]]
+    assert len(parts) == 5
+    latency = []
+    for extra in parts:
+        extra = [a for a in extra if not a.startswith("$$tmp/")]
+        args = cli.parser().parse_args([a.replace("cuda", "cpu") if a == "cuda" else a for a in base]
+                                       + [a for a in extra if a not in ("--markdown", "--csv")])
+        assert args.providers == ["yirage", "torch", "compile", "liger"] and args.progress == "never"
+        plan = api.plan_shapes(args.ops, args.shapes)
+        assert all(plan[op] for op in args.ops)
+        if args.latency:
+            latency += [(op, s) for op in args.ops for s in plan[op]]
+    assert ("softmax", "1x4096") in latency and ("rotary_embedding", "1x32x8x128") in latency
+    assert all(int(s.split("x")[0]) <= 64 for _, s in latency)  # only the small shapes
+
+
 def test_cli_attention_full_and_causal_rows():
     r = bench("--ops", "attention", "--device", "cpu", "--dtype", "float32", "--providers", "yirage", "torch",
               "--shapes", "1x2x1x6x9x8-full", "1x2x1x6x9x8-causal", "1x8x2x1x200x16-full", *TINY)

@@ -83,7 +83,7 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         warmup: int = 3, repeats: int = 50, budget_s: float = 0.1, seed: int = 0,
         progress: Optional[Callable[[int, int, Result], None]] = None,
         rooflines: Optional[Rooflines] = None, tf32: Optional[bool] = None, cuda_graph: bool = False,
-        interleave: bool = False) -> List[Result]:
+        interleave: bool = False, latency: bool = False) -> List[Result]:
     """Checks every case against the float64 reference and times it; returns one Result per (op, shape, dtype,
     provider). Defaults: every op, `cuda` if available else `cpu`, bfloat16, every provider that
     implements the op (those that cannot run here give rows with their reason; providers named explicitly get a
@@ -95,7 +95,9 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
     row times replays of its call captured in a CUDA graph (runner.run_case) instead of the call itself.
     `interleave`: the providers of each case are checked first, then timed in turn, one call each per round
     (profiler.profile_interleaved), instead of one provider's repeats after another's; rows come in the same order,
-    all of a case's rows once its timing ends."""
+    all of a case's rows once its timing ends. `latency` (not with `cuda_graph`): each call timed from Python to its
+    result by the host's clock (a synchronize after the call, the L2 not flushed; profiler.profile), what a short
+    call costs its caller; such rows have no roofline."""
     ops = _choose("ops", ops, list(OPS), list(OPS))
     device = check_device(device or default_device())
     dtype_names = _choose("dtype", dtypes, list(DTYPES), DEFAULT_DTYPES)
@@ -105,16 +107,21 @@ def run(ops: Optional[Iterable[str]] = None, device: Optional[str] = None, dtype
         raise ValueError(f"expected warmup >= 0, repeats >= 1 and budget > 0, got warmup={warmup}, "
                          f"repeats={repeats}, budget={budget_s}")
     check_tf32(tf32, device)
-    check_cuda_graph(cuda_graph, device)
+    check_cuda_graph(cuda_graph, device, latency)
+    latency = latency and torch.device(device).type == "cuda"  # elsewhere every call is timed so already
     with _tf32(tf32):
         return _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed,
-                    progress, rooflines, cuda_graph, interleave)
+                    progress, rooflines, cuda_graph, interleave, latency)
 
 
-def check_cuda_graph(cuda_graph: bool, device: str) -> None:
-    """CUDA graph timing needs a CUDA device: a clear error elsewhere, not a silent eager run."""
+def check_cuda_graph(cuda_graph: bool, device: str, latency: bool = False) -> None:
+    """CUDA graph timing needs a CUDA device: a clear error elsewhere, not a silent eager run; and it leaves out the
+    host's time that --latency is there to count."""
     if cuda_graph and torch.device(device).type != "cuda":
         raise ValueError(f"--cuda-graph: CUDA graph replays need a cuda device, got '{device}'")
+    if cuda_graph and latency:
+        raise ValueError("--latency and --cuda-graph: expected one of them (--latency counts the host's launch "
+                         "time, graph replays leave it out)")
 
 
 @contextlib.contextmanager
@@ -132,12 +139,12 @@ def _tf32(setting: Optional[bool]):
 
 
 def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, repeats, budget_s, seed, progress,
-         rooflines, cuda_graph=False, interleave=False) -> List[Result]:
+         rooflines, cuda_graph=False, interleave=False, latency=False) -> List[Result]:
     rooflines = rooflines or Rooflines(device)
-    # the rooflines first, before compiles and the cases' allocations disturb the machine
-    if any(OPS[op].may_be_memory_bound for op in ops):
+    # the rooflines first, before compiles and the cases' allocations disturb the machine (none for latency rows)
+    if not latency and any(OPS[op].may_be_memory_bound for op in ops):
         rooflines.copy_bandwidth()
-    if any(OPS[op].flops is not None for op in ops):
+    if not latency and any(OPS[op].flops is not None for op in ops):
         for dtype_name in dtype_names:
             rooflines.gemm_rate(DTYPES[dtype_name])
     total = sum(len(plan[op]) * len(dtype_names) * sum(1 for n in names if providers is not None
@@ -162,10 +169,10 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
                 chosen = [PROVIDERS[n] for n in names if providers is not None or spec.name in PROVIDERS[n].impls]
                 if interleave:  # every row of the case at once, when its timing ends
                     group = [emit(r) for r in _interleaved(spec, chosen, case, backward, warmup, repeats, budget_s,
-                                                           rooflines, seed, reference, cuda_graph)]
+                                                           rooflines, seed, reference, cuda_graph, latency)]
                 else:
                     group = [emit(run_case(spec, p, case, backward, warmup, repeats, budget_s, rooflines, seed,
-                                           reference, cuda_graph)) for p in chosen]
+                                           reference, cuda_graph, latency)) for p in chosen]
                 base = next((r.ms for r in group if r.provider == "torch" and r.ms == r.ms), None)
                 for r in group:
                     if base is not None and r.ms == r.ms:
@@ -175,11 +182,13 @@ def _run(ops, device, dtype_names, names, providers, plan, backward, warmup, rep
 
 
 def _interleaved(spec, providers, case, backward, warmup, repeats, budget_s, rooflines, seed, reference,
-                 cuda_graph) -> List[Result]:
+                 cuda_graph, latency=False) -> List[Result]:
     """The rows of one case: every provider checked (runner.prepare_case), then the runnable ones timed in turn."""
     prepared = [prepare_case(spec, p, case, backward, seed, reference, cuda_graph) for p in providers]
     runnable = [i for i, (_, timed) in enumerate(prepared) if timed is not None]
-    timings = profile_interleaved([prepared[i][1] for i in runnable], case.device, warmup, repeats, budget_s)
+    timings = profile_interleaved([prepared[i][1] for i in runnable], case.device, warmup, repeats, budget_s,
+                                  latency=latency)
+    rooflines = None if latency else rooflines
     rows = [row for row, _ in prepared]
     for i, t in zip(runnable, timings):
         rows[i] = (timing_failed(rows[i], t) if isinstance(t, Exception)

@@ -47,6 +47,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cuda-graph", action="store_true",
                    help="CUDA: time replays of each call captured in a CUDA graph (the GPU's work without the host's "
                    "launch and autograd time between kernels; a provider that cannot be captured gets an error row)")
+    p.add_argument("--latency", action="store_true",
+                   help="CUDA: time each call from Python to its result (the host's clock around the call and a "
+                   "synchronize, the L2 not flushed): what a short call costs its caller, launch and checks included "
+                   "(CUDA events count only the GPU's part); no roofline columns. Elsewhere calls are timed so anyway")
     p.add_argument("--interleave", action="store_true",
                    help="time the providers of each case in turn, one call each per round, rather than one "
                    "provider's repeats after another's (fairer where long calls run the GPU into its power limit)")
@@ -119,7 +123,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         api._choose("providers", args.providers, list(PROVIDERS), list(DEFAULT_PROVIDERS))
         api.plan_shapes(ops, args.shapes)
         api.check_tf32(args.tf32, device)
-        api.check_cuda_graph(args.cuda_graph, device)
+        api.check_cuda_graph(args.cuda_graph, device, args.latency)
     except ValueError as e:
         p.error(str(e))
     # TF32 in effect for float32 products: asked for, or already allowed by the caller's torch settings
@@ -131,7 +135,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rows = api.run(ops=ops, device=device, dtypes=args.dtypes, providers=args.providers, shapes=args.shapes,
                        backward=args.backward, warmup=args.warmup, repeats=args.repeats, budget_s=args.budget,
                        seed=args.seed, progress=update, rooflines=rooflines, tf32=True if args.tf32 else None,
-                       cuda_graph=args.cuda_graph, interleave=args.interleave)
+                       cuda_graph=args.cuda_graph, interleave=args.interleave, latency=args.latency)
     finally:
         close()
     env = api.environment(device)
@@ -141,6 +145,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.cuda_graph:
         notes.insert(1, "timing: replays of each call captured in a CUDA graph (the L2 flushed before each replay, "
                      "outside the graph): the GPU's work without the host's launch and autograd time between kernels")
+    if args.latency and torch.device(device).type == "cuda":
+        notes.insert(1, "timing: each call from Python to its result, by the host's clock around the call and a "
+                     "synchronize, the L2 not flushed (--latency): launch and checks included; no roofline")
     if args.interleave:
         notes.insert(1, "timing: the providers of each case timed in turn, one call each per round (--interleave)")
     if tf32 and "float32" in (args.dtypes or api.DEFAULT_DTYPES):

@@ -1,7 +1,9 @@
 """Profiler: warm-up, many repeats, median with p20/p80.
 
 On CUDA each repeat is bracketed by CUDA events, with the L2 cache flushed (a 256 MiB buffer read)
-between repeats, outside the timed region. Elsewhere each repeat is timed with time.perf_counter_ns. The
+between repeats, outside the timed region; with `latency`, by the host's clock around the call and a synchronize
+(the caller's wait for a result, launch and checks included; no flush). Elsewhere each repeat is timed with
+time.perf_counter_ns. The
 number of repeats is bounded by a time budget, so a slow provider costs seconds, not minutes. Rooflines are
 measured once per run and device: the copy bandwidth (dst.copy_(src) of a buffer larger than the caches, read +
 write) for memory-bound ops
@@ -55,8 +57,17 @@ def _is_cuda(device: str) -> bool:
     return torch.device(device).type == "cuda"
 
 
-def _time_once(fn: Callable[[], object], device: str, cuda: bool, clock: Callable[[], int]) -> float:
-    """Seconds of one call of `fn`: between CUDA events after an L2 flush on CUDA, by `clock` elsewhere."""
+def _time_once(fn: Callable[[], object], device: str, cuda: bool, clock: Callable[[], int],
+               latency: bool = False) -> float:
+    """Seconds of one call of `fn`: between CUDA events after an L2 flush on CUDA, by `clock` elsewhere. With
+    `latency` on CUDA, by `clock` from the call to its result (the call and a device synchronize; no flush): the
+    events count only the GPU's part of a call, and the flush ahead of them (about 60 us on an H200) covers the
+    host's launch of a short one, whose cost to the caller is then missed."""
+    if cuda and latency:
+        t0 = clock()
+        fn()
+        torch.cuda.synchronize(device)
+        return (clock() - t0) / 1e9
     if cuda:
         flush_l2(device)
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -83,11 +94,12 @@ def _check_counts(what: str, warmup: int, repeats: int) -> None:
 
 
 def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repeats: int = 50,
-            budget_s: float = 1.0, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
+            budget_s: float = 1.0, clock: Callable[[], int] = time.perf_counter_ns, latency: bool = False) -> Timing:
     """Times `fn()`: `warmup` untimed calls, then up to `repeats` timed calls (at least 3, or 1 when a single
     call takes the whole budget), stopping once about `budget_s` seconds of timed calls have run.
 
     `clock` returns nanoseconds (time.perf_counter_ns; a stub in tests); it times CPU repeats and the budget.
+    `latency`: CUDA repeats timed by `clock` from the call to its result (_time_once), not by CUDA events.
     """
     _check_counts("profile", warmup, repeats)
     cuda = _is_cuda(device)
@@ -101,7 +113,7 @@ def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repe
     times: List[float] = []
     spent = 0.0
     while not _done(times, spent, repeats, budget_s):
-        dt = _time_once(fn, device, cuda, clock)
+        dt = _time_once(fn, device, cuda, clock, latency)
         times.append(dt)
         spent += dt
     return summarize(times)
@@ -109,13 +121,14 @@ def profile(fn: Callable[[], object], device: str = "cpu", warmup: int = 5, repe
 
 def profile_interleaved(fns: Sequence[Callable[[], object]], device: str = "cpu", warmup: int = 5,
                         repeats: int = 50, budget_s: float = 1.0,
-                        clock: Callable[[], int] = time.perf_counter_ns) -> List[Union[Timing, Exception]]:
+                        clock: Callable[[], int] = time.perf_counter_ns,
+                        latency: bool = False) -> List[Union[Timing, Exception]]:
     """Times several callables in turn: rounds of one timed call each (the warm-up too, `warmup` rounds), each
     callable stopping on its own as `profile` stops (`repeats`, `budget_s`). Each then sees the same GPU clocks and
     temperature: timed one after another, a compute-bound call that runs the GPU into its power limit slows the
     ones timed after it. A callable whose first warm-up call takes the whole budget gets no more warm-up (as in
     `profile`). Returns one entry per callable, its Timing, or the exception it raised (it is dropped
-    from the rounds; the others go on)."""
+    from the rounds; the others go on). `latency` as in `profile`."""
     _check_counts("profile_interleaved", warmup, repeats)
     cuda = _is_cuda(device)
     results: List[Union[Timing, Exception, None]] = [None] * len(fns)
@@ -141,7 +154,7 @@ def profile_interleaved(fns: Sequence[Callable[[], object]], device: str = "cpu"
     while active:
         for i in active:
             def timed(i=i):
-                dt = _time_once(fns[i], device, cuda, clock)
+                dt = _time_once(fns[i], device, cuda, clock, latency)
                 times[i].append(dt)
                 spent[i] += dt
             guarded(i, timed)

@@ -153,19 +153,20 @@ def graphed(call: Callable[[], object], device: str) -> Callable[[], None]:
 
 def run_case(spec: OpSpec, provider: Provider, case: Case, backward: bool = False, warmup: int = 3,
              repeats: int = 50, budget_s: float = 0.1, rooflines: Optional[Rooflines] = None, seed: int = 0,
-             reference=None, cuda_graph: bool = False) -> Result:
+             reference=None, cuda_graph: bool = False, latency: bool = False) -> Result:
     """One row: `provider` on `case`; never raises for a provider's failure (the row says what went wrong).
     `cuda_graph` (CUDA devices): the checked call is captured once in a CUDA graph and its replays are timed, so
     that the time is the GPU's work without the host's launch and autograd overhead between kernels; a provider
-    whose call cannot be captured gets an error row saying so."""
+    whose call cannot be captured gets an error row saying so. `latency`: each call timed from Python to its result
+    (profiler.profile); the row then has no roofline (the roofs are timed by CUDA events)."""
     row, timed = prepare_case(spec, provider, case, backward, seed, reference, cuda_graph)
     if timed is None:
         return row
     try:
-        t = profile(timed, case.device, warmup, repeats, budget_s)
+        t = profile(timed, case.device, warmup, repeats, budget_s, latency=latency)
     except Exception as e:  # noqa: BLE001
         return timing_failed(row, e)
-    return finish_row(row, spec, case, backward, t, rooflines, budget_s)
+    return finish_row(row, spec, case, backward, t, None if latency else rooflines, budget_s)
 
 
 def timing_failed(row: Result, e: Exception) -> Result:
