@@ -9,7 +9,8 @@ autograd) in float32 and bfloat16, on a small case and on an odd-size case whose
 past an aligned address (a view at storage offset 1); rms_norm and layer_norm also on 4099x1024 (the register paths,
 their backward with more row groups than the persistent grid and a partial last group), rms_norm on 9x1000 (rows
 whose last vectors leave some threads idle: a load hoisted above its guard would read past the tensor), softmax and
-log_softmax also on 3x2048 and 2x16384 (the block-level register kernel with 16-byte vectors, 2 and 4-8 a thread).
+log_softmax also on 3x2048, 2x8192 and 2x16384 (the block-level register kernel with 16-byte vectors, 2, 4 and 4-8
+a thread).
 attention (and attention_causal, attention_dims, attention_decode) runs in bfloat16 and float16 instead (its
 tensor-core kernels; float32 takes the portable path): B=1, Hq=4, Hk=2, Sq=70, Sk=130, D=64, full and causal,
 aligned and unaligned (the copy path), D=128 and 256 causal and Hq=Hk=2 at each D (attention_dims), and decode
@@ -111,6 +112,7 @@ OPS_TABLE = {
                 [("5x33", _one(fx.softmax_inputs, (5, 33)), False),
                  ("3x769 unaligned", _one(fx.softmax_inputs, (3, 769)), True),
                  ("3x2048", _one(fx.softmax_inputs, (3, 2048)), False),
+                 ("2x8192", _one(fx.softmax_inputs, (2, 8192)), False),
                  ("2x16384", _one(fx.softmax_inputs, (2, 16384)), False)]),
     "softmax_dim0": (("softmax", "softmax_backward"), lambda x: OPS.softmax(x, 0), lambda x: softmax_ref(x, 0),
                      None, [("33x5", _one(fx.softmax_inputs, (33, 5)), False),
@@ -120,6 +122,7 @@ OPS_TABLE = {
                     [("5x33", _one(fx.softmax_inputs, (5, 33)), False),
                      ("3x769 unaligned", _one(fx.softmax_inputs, (3, 769)), True),
                      ("3x2048", _one(fx.softmax_inputs, (3, 2048)), False),
+                     ("2x8192", _one(fx.softmax_inputs, (2, 8192)), False),
                      ("2x16384", _one(fx.softmax_inputs, (2, 16384)), False)]),
     "silu_and_mul": (("silu_and_mul", "silu_and_mul_backward"), lambda x: OPS.silu_and_mul(x), silu_and_mul_ref,
                      None, [("5x66", _one(fx.activation_inputs, (5, 66)), False),

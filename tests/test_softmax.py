@@ -24,8 +24,9 @@ KINDS = {
 }
 KIND_IDS = list(KINDS)
 # (rows, N) for the last dim: sizes 1 / odd / non-power-of-2 / larger than a vector or a cache line; on CUDA
-# 16384 and 32768 are the block kernel's 4 and 8 vectors per thread (bf16/fp16; 8 and global for fp32)
-ROW_SHAPES = [(1, 1), (3, 2), (3, 8), (5, 31), (200, 768), (3, 769), (67, 5125), (4, 8192), (2, 16384),
+# 16384 and 32768 are the block kernel's 4 and 8 vectors per thread (bf16/fp16; 8 and global for fp32), and rows of
+# 1024 vectors (4096 fp32, 8192 bf16/fp16) its forward's 4 a thread where 2 would fit
+ROW_SHAPES = [(1, 1), (3, 2), (3, 8), (5, 31), (200, 768), (3, 769), (3, 4096), (67, 5125), (4, 8192), (2, 16384),
               (3, 32768), (2, 100003)]
 # 3-D / 4-D shapes for every dim: inner sizes 1, < one vector, vector + tail, several column blocks (for the
 # fp32 AVX2 kernel: 2 x 600 x 72 is blocks of 32 + 32 + 8 columns; 1 x 4500 x 24, blocks of 8 columns)

@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kColThreads) softmax_cols_kernel(SoftmaxForwar
 
 template <typename T, int V, bool LOG>
 cudaError_t softmax_rows_launch(const SoftmaxForward& p, cudaStream_t stream) {
-  const RowPlan r = softmax_row_plan(p.dim / V, kSoftmaxRegisters<T>, kMaxN);
+  const RowPlan r = softmax_row_plan(p.dim / V, kSoftmaxRegisters<T>, kMaxN, softmax::softmax_fwd_min_n(p.dim / V));
   const unsigned blocks = softmax_row_blocks(p.outer, r);
   if (blocks == 0) return cudaErrorInvalidValue;
   if constexpr (!kSoftmaxRegisters<T>) {

@@ -97,7 +97,17 @@ constexpr int kBlockMinN = 2;
 constexpr int kMaxN = 8;     // forward: vectors per thread at most (x: 32 registers)
 constexpr int kMaxNBwd = 4;  // backward: the same registers for g and out
 
-inline RowPlan softmax_row_plan(int64_t nvec, bool registers, int max_n) {
+// The forward's fewest vectors per thread of the block kernel: 4 for rows of 1024 vectors (8192 fp16 / bf16, 4096
+// fp32 elements: 256 threads, and the single (max, sum) exchange of 4-vector rows) where 2 gave 512 threads and two
+// reductions. H200, kernel alone, rounds in the order 2, 4, 4, 2 (us): bf16 4096x8192 34.5 -> 34.1, 2048x8192 19.3
+// -> 19.0, 8192x8192 67.0 -> 66.4; fp16 4096x8192 37.9 -> 33.8; fp32 4096x4096 33.7 -> 32.5, 2048x4096 18.7 ->
+// 18.0, log_softmax 8192x4096 66.3 -> 65.1; level at fp32 16384x4096 (129.2 / 129.3) and fp16 log_softmax
+// 2048x8192. Shorter rows keep 2: bf16 16384x4096 and 65536x1024 ran 0.3-0.5% slower with 4 a thread
+// (benchmarks/results/cuda-softmax-plan-h200-2026-11-28.md). The backward keeps kBlockMinN.
+constexpr int64_t kFwdWideRowVecs = 1024;
+inline int softmax_fwd_min_n(int64_t nvec) { return nvec >= kFwdWideRowVecs ? 4 : kBlockMinN; }
+
+inline RowPlan softmax_row_plan(int64_t nvec, bool registers, int max_n, int min_n = kBlockMinN) {
   RowPlan r;
   if (!registers) {
     r.threads = kGlobalThreads;
@@ -111,7 +121,7 @@ inline RowPlan softmax_row_plan(int64_t nvec, bool registers, int max_n) {
     r.threads = kWarpRowThreads;
     return r;
   }
-  for (int n = kBlockMinN; n <= max_n; n *= 2) {
+  for (int n = min_n; n <= max_n; n *= 2) {
     const int64_t threads = ((nvec + n - 1) / n + kWarpSize - 1) / kWarpSize * kWarpSize;
     if (threads <= kRegThreads) {
       r.kind = RowPlan::block;
