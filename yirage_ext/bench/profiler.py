@@ -1,13 +1,11 @@
 """Profiler: warm-up, many repeats, median with p20/p80.
 
-On CUDA each repeat is bracketed by CUDA events, with the L2 cache flushed (a 256 MiB buffer read)
-between repeats, outside the timed region; with `latency`, by the host's clock around the call and a synchronize
-(the caller's wait for a result, launch and checks included; no flush). Elsewhere each repeat is timed with
-time.perf_counter_ns. The
+On CUDA each repeat is bracketed by CUDA events, with the L2 cache flushed (a 256 MiB buffer read) between repeats,
+outside the timed region; with `latency`, by the host's clock around the call and a synchronize (the caller's wait
+for a result, launch and checks included; no flush). Elsewhere each repeat is timed with time.perf_counter_ns. The
 number of repeats is bounded by a time budget, so a slow provider costs seconds, not minutes. Rooflines are
 measured once per run and device: the copy bandwidth (dst.copy_(src) of a buffer larger than the caches, read +
-write) for memory-bound ops
-and the dense GEMM rate (torch.matmul) per dtype for matmul, linear and attention."""
+write) for memory-bound ops and the dense GEMM rate (torch.matmul) per dtype for matmul, linear and attention."""
 from __future__ import annotations
 
 import dataclasses
