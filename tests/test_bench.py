@@ -202,6 +202,32 @@ def test_profile_interleaved_stops_each_callable_on_its_own():
         profiler.profile_interleaved([t.workload("x", 1)], repeats=0)
 
 
+def test_report_summary_takes_the_fastest_provider_that_passed(tmp_path):
+    def row(op, provider, ms, status="ok", spread=0.0, dtype="bfloat16"):
+        r = runner.Result(op, "8x64", dtype, "cpu", "fwd", provider, status=status, ms=ms,
+                          p20_ms=ms * (1 - spread), p80_ms=ms * (1 + spread))
+        r.roofline, r.roofline_pct, r.same_size_copy_pct = "copy", 50.0, 80.0
+        return r
+    rows = [row("gelu", "yirage", 0.010), row("gelu", "torch", 0.020), row("gelu", "compile", 0.005, "fail"),
+            row("gelu", "liger", math.nan, "skip"), row("gelu", "triton", 0.016, spread=0.2),
+            row("softmax", "yirage", 0.010),  # no other provider ran: no line
+            row("rms_norm", "yirage", 0.010, "fail"), row("rms_norm", "torch", 0.020),  # ours failed: no line
+            row("gelu", "yirage", 0.030, dtype="float32"), row("gelu", "torch", 0.015, dtype="float32")]
+    assert report.summary(rows) == [
+        ["gelu", "8x64", "bfloat16", "10.0 us", "50% copy", "80%", "triton 16.0 us", "1.60x noisy"],
+        ["gelu", "8x64", "float32", "30.0 us", "50% copy", "80%", "torch 15.0 us", "0.50x"]]
+    env = dict(device="cpu", date="d", device_name="n", torch="t", yirage_ext="y", library="l", cpu_variant="c",
+               python="p", argv="a")
+    report.write_markdown(rows, str(tmp_path / "r.md"), env)
+    md = (tmp_path / "r.md").read_text().splitlines()
+    at = md.index("## Ours against the fastest other provider")
+    assert md[at + 4] == "| " + " | ".join(report.SUMMARY_COLUMNS) + " |"
+    assert md[at + 6:] == ["| gelu | 8x64 | bfloat16 | 10.0 us | 50% copy | 80% | triton 16.0 us | 1.60x noisy |",
+                           "| gelu | 8x64 | float32 | 30.0 us | 50% copy | 80% | torch 15.0 us | 0.50x |"]
+    report.write_markdown(rows[5:6], str(tmp_path / "alone.md"), env)  # nothing to compare: no section
+    assert "fastest other" not in (tmp_path / "alone.md").read_text()
+
+
 def test_rooflines_are_measured_once():
     roof = profiler.Rooflines("cpu", budget_s=0.02)
     bw = roof.copy_bandwidth()

@@ -54,6 +54,8 @@ def test_cli_table_csv_and_plot(tmp_path):
     assert all(float(r["same_size_copy_pct"]) > 0 for r in rows if r["status"] == "ok" and r["roofline"] == "copy")
     md = out_md.read_text()
     assert "| op | shape |" in md and "- % size copy: of a copy moving the row's ideal bytes" in md
+    summary = md[md.index("## Ours against the fastest other provider"):].splitlines()
+    assert sum(line.startswith(("| rms_norm | 8x96 |", "| matmul | 96x32x8 |")) for line in summary) == 4
     # the recorded command keeps what was run and leaves out where the outputs went
     command = next(line for line in md.splitlines() if line.startswith("- command:"))
     assert "--ops rms_norm matmul" in command and str(tmp_path) not in command and "--csv" not in command

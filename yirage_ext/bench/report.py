@@ -83,6 +83,31 @@ def write_csv(rows: Sequence[Result], path: str, env: Optional[Dict[str, str]] =
             w.writerow({**{k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}, **env})
 
 
+SUMMARY_COLUMNS = ("op", "shape", "dtype", "ours", "% roof", "% size copy", "fastest other", "ours vs it")
+
+
+def summary(rows: Sequence[Result], ours: str = "yirage") -> List[List[str]]:
+    """One line per case (op, shape, dtype, mode) where `ours` and another provider both ran and passed their
+    checks: our time and rooflines, the fastest other provider that passed (name, time) and the ratio of its time to
+    ours (above 1: ours is faster); `noisy` where either row is."""
+    cases: Dict[tuple, List[Result]] = {}
+    for r in rows:
+        cases.setdefault((r.op, r.shape, r.dtype, r.mode), []).append(r)
+    lines = []
+    for (op, shape, dtype, mode), group in cases.items():
+        mine = next((r for r in group if r.provider == ours and r.status == "ok" and r.ms == r.ms), None)
+        others = [r for r in group if r.provider != ours and r.status == "ok" and r.ms == r.ms]
+        if mine is None or not others:
+            continue
+        best = min(others, key=lambda r: r.ms)
+        roof = f"{mine.roofline_pct:.0f}% {mine.roofline}" if mine.roofline_pct == mine.roofline_pct else "-"
+        same = f"{mine.same_size_copy_pct:.0f}%" if mine.same_size_copy_pct == mine.same_size_copy_pct else "-"
+        ratio = f"{best.ms / mine.ms:.2f}x" + (" noisy" if noisy(mine) or noisy(best) else "")
+        lines.append([op + (" +bwd" if mode != "fwd" else ""), shape, dtype, _time(mine.ms), roof, same,
+                      f"{best.provider} {_time(best.ms)}", ratio])
+    return lines
+
+
 def write_markdown(rows: Sequence[Result], path: str, env: Dict[str, str], notes: Sequence[str] = ()) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     lines = [f"# Comparison run ({env['device']})", "",
@@ -96,6 +121,13 @@ def write_markdown(rows: Sequence[Result], path: str, env: Dict[str, str], notes
     lines += [f"- {n}" for n in notes]
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in cells(r)) + " |" for r in rows]
+    best = summary(rows)
+    if best:
+        lines += ["", "## Ours against the fastest other provider", "",
+                  "Per case, the fastest provider other than ours whose check passed; `ours vs it`: its time over "
+                  "ours (above 1: ours is faster).", "",
+                  "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
+        lines += ["| " + " | ".join(line) + " |" for line in best]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
