@@ -81,9 +81,9 @@ bench-cuda:
 # B1 and B64, Hq32 Hk8, Sq1, Sk 1024 / 32768 / 131072, D128 (B64 Sk131072: 34 GB of K/V). Prefill rows give
 # TFLOP/s and % of the dense bf16 matmul rate, decode rows GB/s and % of the copy bandwidth (both measured in the
 # run). Parts 1 and 2 time the providers of each case in turn (--interleave): one after another, a long call that runs
-# the GPU into its power limit slows the ones timed after it. Part 3 (decode) does not: taken in turns, the B1 calls
-# of every provider timed slower and noisy (ours 9.4 -> 12.9 us, SDPA's flash backend 14.6 -> 83.9), most likely
-# the host's launch outlasting the L2 flush that otherwise hides it (cuda-attention-decode-timing-h200-2026-11-28.md
+# the GPU into its power limit slows the ones timed after it. Part 3 (decode) does not: taken in turns, B1 calls
+# timed slower and noisy, intermittently (SDPA's flash backend 14.6 -> 83.9 us in one run), where a provider's host
+# launch is about as long as the L2 flush that otherwise hides it (cuda-attention-decode-timing-h200-2026-11-28.md
 # in benchmarks/results). Separate from bench-cuda, to fit a 10-minute call; each part can also be run alone
 # (ATTN_PARTS="1 3").
 ATTN_PARTS ?= 1 2 3
