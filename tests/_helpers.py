@@ -75,3 +75,14 @@ def unaligned(t):
 def device_of(target):
     """The device a `target` fixture value runs on: "cuda" for the CUDA kernels, "cpu" for a CPU variant."""
     return "cuda" if target == "cuda" else "cpu"
+
+
+def nvcc_path():
+    """The nvcc of CUDA_HOME or /usr/local/cuda, else the one on PATH, else None (host programs of the CUDA headers'
+    host code: tests skip without it)."""
+    import os
+    import shutil
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return os.path.join(home, "bin", "nvcc")
+    return shutil.which("nvcc")

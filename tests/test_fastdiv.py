@@ -3,10 +3,11 @@ to split a flat thread index. Its host path is the device path's arithmetic (__u
 same 64-bit product), so a host program built with nvcc checks it against `/` for edge and random divisors and
 dividends across the whole supported range (both below 2^31). Skipped where no nvcc is found."""
 import os
-import shutil
 import subprocess
 
 import pytest
+
+from _helpers import nvcc_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,15 +45,8 @@ int main() {
 """
 
 
-def _nvcc():
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
-            return os.path.join(home, "bin", "nvcc")
-    return shutil.which("nvcc")
-
-
 def test_fastdiv_matches_division(tmp_path):
-    nvcc = _nvcc()
+    nvcc = nvcc_path()
     if nvcc is None:
         pytest.skip("no nvcc found (set CUDA_HOME)")
     src, exe = tmp_path / "fastdiv.cu", tmp_path / "fastdiv"
