@@ -78,11 +78,31 @@ def device_of(target):
 
 
 def nvcc_path():
-    """The nvcc of CUDA_HOME or /usr/local/cuda, else the one on PATH, else None (host programs of the CUDA headers'
-    host code: tests skip without it)."""
+    """The nvcc of CUDA_HOME or /usr/local/cuda, else the one on PATH, else None."""
     import os
     import shutil
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
             return os.path.join(home, "bin", "nvcc")
     return shutil.which("nvcc")
+
+
+def run_host_program(source, tmp_path, opt="-O1"):
+    """Builds `source` (a host program over the CUDA kernels' headers, csrc/ on the include path) with nvcc and runs
+    it; fails the test when either step fails, skips it where no nvcc is found. Returns the program's stdout."""
+    import os
+    import subprocess
+
+    import pytest
+    nvcc = nvcc_path()
+    if nvcc is None:
+        pytest.skip("no nvcc found (set CUDA_HOME)")
+    csrc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+    src, exe = tmp_path / "program.cu", tmp_path / "program"
+    src.write_text(source)
+    build = subprocess.run([nvcc, "-std=c++20", opt, "-I", csrc, str(src), "-o", str(exe)], capture_output=True,
+                           text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout

@@ -2,14 +2,7 @@
 to split a flat thread index. Its host path is the device path's arithmetic (__umulhi is the high half of the
 same 64-bit product), so a host program built with nvcc checks it against `/` for edge and random divisors and
 dividends across the whole supported range (both below 2^31). Skipped where no nvcc is found."""
-import os
-import subprocess
-
-import pytest
-
-from _helpers import nvcc_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _helpers import run_host_program
 
 PROGRAM = r"""
 #include "kernels/cuda/common.cuh"
@@ -46,14 +39,5 @@ int main() {
 
 
 def test_fastdiv_matches_division(tmp_path):
-    nvcc = nvcc_path()
-    if nvcc is None:
-        pytest.skip("no nvcc found (set CUDA_HOME)")
-    src, exe = tmp_path / "fastdiv.cu", tmp_path / "fastdiv"
-    src.write_text(PROGRAM)
-    build = subprocess.run([nvcc, "-std=c++20", "-O2", "-I", os.path.join(ROOT, "csrc"), str(src), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-2000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "wrong 0" in run.stdout and "checked" in run.stdout, run.stdout
+    out = run_host_program(PROGRAM, tmp_path, opt="-O2")
+    assert "wrong 0" in out and "checked" in out, out

@@ -5,14 +5,7 @@ its vectors a thread cover the row, a row takes a power of two of threads up to 
 most 512), its vectors a thread are 1, 2, 4 or 8 and no more than max_nv, a block holds whole rows; rows longer
 than that get no register plan. row_groups' launch facts: enough row groups for every row and none empty, the
 thread-to-row shift where the threads of a row are a power of two, 1 / cols. Skipped where no nvcc is found."""
-import os
-import subprocess
-
-import pytest
-
-from _helpers import nvcc_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _helpers import run_host_program
 
 PROGRAM = r"""
 #include "kernels/cuda/norm_common.cuh"
@@ -59,14 +52,5 @@ int main() {
 
 
 def test_norm_row_plans_cover_every_row(tmp_path):
-    nvcc = nvcc_path()
-    if nvcc is None:
-        pytest.skip("no nvcc found (set CUDA_HOME)")
-    src, exe = tmp_path / "plan.cu", tmp_path / "plan"
-    src.write_text(PROGRAM)
-    build = subprocess.run([nvcc, "-std=c++20", "-O1", "-I", os.path.join(ROOT, "csrc"), str(src), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-2000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert f"checked {5 * (512 * 8 + 1)}, wrong 0" in run.stdout, run.stdout
+    out = run_host_program(PROGRAM, tmp_path)
+    assert f"checked {5 * (512 * 8 + 1)}, wrong 0" in out, out

@@ -5,14 +5,7 @@ the kernels' limits (whole warps, at most 512 threads, the vectors a thread the 
 takes the fewest vectors a thread that fit, from 4 for the forward's rows of 1024 vectors or more, 2 otherwise;
 rows too long for registers take the global kernel. A plan that left part of a row to no thread would give wrong
 results only on a GPU; this catches it anywhere nvcc is. Skipped where no nvcc is found."""
-import os
-import subprocess
-
-import pytest
-
-from _helpers import nvcc_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _helpers import run_host_program
 
 PROGRAM = r"""
 #include "kernels/cuda/softmax_common.cuh"
@@ -64,14 +57,5 @@ int main() {
 
 
 def test_softmax_row_plans_cover_every_row(tmp_path):
-    nvcc = nvcc_path()
-    if nvcc is None:
-        pytest.skip("no nvcc found (set CUDA_HOME)")
-    src, exe = tmp_path / "plan.cu", tmp_path / "plan"
-    src.write_text(PROGRAM)
-    build = subprocess.run([nvcc, "-std=c++20", "-O1", "-I", os.path.join(ROOT, "csrc"), str(src), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-2000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "checked 16384, wrong 0" in run.stdout, run.stdout
+    out = run_host_program(PROGRAM, tmp_path)
+    assert "checked 16384, wrong 0" in out, out
